@@ -1,0 +1,121 @@
+//! [`SpecError`]: the refusals the spec defines, each with its verbatim message and a stable code.
+
+/// A refusal defined by the spec (section 9), plus the two the spec implies without wording:
+/// a non-human initiator and a target that does not exist (or is no longer visible).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The target is not the initiator's own human-authored message.
+    #[error("message must be your own human-authored message")]
+    NotOwnHumanMessage,
+    /// The target is a system, service or app message.
+    #[error("system messages cannot be rewound")]
+    SystemMessageTarget,
+    /// The target is not in the live hot scope history.
+    #[error("rewind would cross the hot/cold boundary")]
+    CrossesHotColdBoundary,
+    /// The suffix (or a cascaded scope) holds another human's message.
+    #[error("rewind is blocked because another human sent a later message")]
+    OtherHumanMessage,
+    /// A later main-line message has a reply thread: rewind from the tail first.
+    #[error("rewind is blocked because a later message has a reply thread")]
+    LaterReplyThread,
+    /// A related agent's runtime cannot rewind.
+    #[error("rewind is blocked because a related agent does not support rewind")]
+    AgentRuntimeUnsupported,
+    /// A recovery point is missing or of the wrong strategy.
+    #[error("rewind is blocked because a required recovery point is missing")]
+    RecoveryPointMissing,
+    /// A related agent or its machine was deleted.
+    #[error("rewind is blocked because a related agent is no longer available for recovery")]
+    AgentUnavailable,
+    /// A related agent was active in another scope after its first participation.
+    #[error("rewind is blocked because a related agent touched another conversation after first participation")]
+    AgentCrossScopeActivity,
+    /// The suffix changed between prepare and apply.
+    #[error("rewind is blocked because newer activity changed the conversation")]
+    SuffixDrift,
+    /// Another rewind of the same scope is in progress.
+    #[error("another rewind is already in progress")]
+    RewindInProgress,
+    /// The initiator is not a human (the spec gives no wording; section 8 calls it a
+    /// permission failure).
+    #[error("only a human can rewind a conversation")]
+    InitiatorNotHuman,
+    /// The target does not exist in the scope or is no longer visible.
+    #[error("message not found")]
+    MessageNotFound,
+}
+
+impl SpecError {
+    /// The stable machine code, as listed in the conformance rule catalog.
+    pub fn code(self) -> &'static str {
+        match self {
+            SpecError::NotOwnHumanMessage => "not_own_human_message",
+            SpecError::SystemMessageTarget => "system_message_target",
+            SpecError::CrossesHotColdBoundary => "crosses_hot_cold_boundary",
+            SpecError::OtherHumanMessage => "other_human_message",
+            SpecError::LaterReplyThread => "later_reply_thread",
+            SpecError::AgentRuntimeUnsupported => "agent_runtime_unsupported",
+            SpecError::RecoveryPointMissing => "recovery_point_missing",
+            SpecError::AgentUnavailable => "agent_unavailable",
+            SpecError::AgentCrossScopeActivity => "agent_cross_scope_activity",
+            SpecError::SuffixDrift => "suffix_drift",
+            SpecError::RewindInProgress => "rewind_in_progress",
+            SpecError::InitiatorNotHuman => "permission_denied",
+            SpecError::MessageNotFound => "message_not_found",
+        }
+    }
+}
+
+/// Why a rewind did not complete.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RewindError {
+    /// The spec refuses this rewind; `operation_id` is set when a durable operation had been
+    /// recorded (its status tells whether the runtime had already been restored).
+    #[error("{error}")]
+    Refused {
+        /// The refusal.
+        error: SpecError,
+        /// The operation that recorded the failure, if one was created.
+        operation_id: Option<String>,
+    },
+    /// The suffix reached agents, and this build has no runtime recovery to restore them.
+    #[error(
+        "runtime recovery is not available in this build (agents reached by the suffix: {agents})"
+    )]
+    RuntimeRecoveryUnavailable {
+        /// The related agents, comma separated.
+        agents: String,
+    },
+    /// The database failed.
+    #[error("database error while {action}: {source}")]
+    Database {
+        /// What the implementation was doing.
+        action: &'static str,
+        /// The driver error.
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+impl RewindError {
+    pub(crate) fn refused(error: SpecError) -> Self {
+        RewindError::Refused {
+            error,
+            operation_id: None,
+        }
+    }
+}
+
+/// Attaches what the implementation was doing to a database error.
+pub(crate) trait DbContext<T> {
+    fn db(self, action: &'static str) -> Result<T, RewindError>;
+}
+
+impl<T> DbContext<T> for Result<T, sqlx::Error> {
+    fn db(self, action: &'static str) -> Result<T, RewindError> {
+        self.map_err(|source| RewindError::Database { action, source })
+    }
+}

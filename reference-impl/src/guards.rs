@@ -1,0 +1,119 @@
+//! Initiation guards (spec 3 and 4): pure checks over loaded message facts.
+
+use crate::error::SpecError;
+use crate::plan::MessageFacts;
+
+/// The target must be the initiator's own, human-authored, hot message.
+///
+/// System, service and app messages are refused with their own message before ownership is
+/// considered, so that a human pointing at a notice learns why.
+pub fn check_target(initiator_user_id: &str, target: &MessageFacts) -> Result<(), SpecError> {
+    match target.author_kind.as_str() {
+        "system" | "service" | "app" => return Err(SpecError::SystemMessageTarget),
+        "human" if target.author_user_id.as_deref() == Some(initiator_user_id) => {}
+        _ => return Err(SpecError::NotOwnHumanMessage),
+    }
+    if target.storage_tier != "hot" {
+        return Err(SpecError::CrossesHotColdBoundary);
+    }
+    Ok(())
+}
+
+/// No suffix message may lie behind the cold/archive boundary.
+pub fn check_suffix_hot(suffix: &[MessageFacts]) -> Result<(), SpecError> {
+    if suffix.iter().any(|m| m.storage_tier != "hot") {
+        return Err(SpecError::CrossesHotColdBoundary);
+    }
+    Ok(())
+}
+
+/// No message of the suffix may come from another human.
+pub fn check_other_humans(
+    initiator_user_id: &str,
+    suffix: &[MessageFacts],
+) -> Result<(), SpecError> {
+    let other = suffix.iter().any(|m| {
+        m.author_kind == "human" && m.author_user_id.as_deref() != Some(initiator_user_id)
+    });
+    if other {
+        return Err(SpecError::OtherHumanMessage);
+    }
+    Ok(())
+}
+
+/// Only the last main-line message of the suffix may have a reply thread; when it has one,
+/// that thread cascades. Returns the cascading `(child scope, parent message)`, if any.
+pub fn check_forks(
+    suffix_ids: &[String],
+    forks: &[(String, String)],
+) -> Result<Option<(String, String)>, SpecError> {
+    let Some(last) = suffix_ids.last() else {
+        return Ok(None);
+    };
+    let mut tail = None;
+    for (child, parent) in forks {
+        if parent != last {
+            return Err(SpecError::LaterReplyThread);
+        }
+        tail = Some((child.clone(), parent.clone()));
+    }
+    Ok(tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, kind: &str, user: Option<&str>, tier: &str) -> MessageFacts {
+        MessageFacts {
+            id: id.to_owned(),
+            workspace_id: "ws".to_owned(),
+            scope_id: "s".to_owned(),
+            seq: 1,
+            author_kind: kind.to_owned(),
+            author_user_id: user.map(str::to_owned),
+            author_agent_id: (kind == "agent").then(|| "a".to_owned()),
+            storage_tier: tier.to_owned(),
+        }
+    }
+
+    #[test]
+    fn target_guards_in_order() {
+        let own = message("m", "human", Some("alice"), "hot");
+        assert_eq!(check_target("alice", &own), Ok(()));
+        assert_eq!(
+            check_target("bob", &own),
+            Err(SpecError::NotOwnHumanMessage)
+        );
+        let agent = message("m", "agent", None, "hot");
+        assert_eq!(
+            check_target("alice", &agent),
+            Err(SpecError::NotOwnHumanMessage)
+        );
+        for kind in ["system", "service", "app"] {
+            let m = message("m", kind, None, "hot");
+            assert_eq!(
+                check_target("alice", &m),
+                Err(SpecError::SystemMessageTarget)
+            );
+        }
+        let cold = message("m", "human", Some("alice"), "cold");
+        assert_eq!(
+            check_target("alice", &cold),
+            Err(SpecError::CrossesHotColdBoundary)
+        );
+    }
+
+    #[test]
+    fn forks_only_at_the_tail() {
+        let ids: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
+        assert_eq!(check_forks(&ids, &[]), Ok(None));
+        let tail = vec![("t".to_owned(), "c".to_owned())];
+        assert_eq!(
+            check_forks(&ids, &tail),
+            Ok(Some(("t".to_owned(), "c".to_owned())))
+        );
+        let middle = vec![("t".to_owned(), "b".to_owned())];
+        assert_eq!(check_forks(&ids, &middle), Err(SpecError::LaterReplyThread));
+    }
+}

@@ -1,0 +1,25 @@
+//! `rewind-reference`: the reference implementation of the conversation Rewind operation on
+//! PostgreSQL.
+//!
+//! It is the executable reading of the spec and the proof that every conformance scenario can
+//! be satisfied. Modules mirror the spec: [`plan`] (the suffix boundary and scope roles),
+//! [`guards`] (initiation constraints), [`lifecycle`] (the durable operation), [`apply`] (the
+//! one-transaction tombstone) and [`recompute`] (summaries and read-state clamps), joined by
+//! [`Rewinder`].
+
+pub mod apply;
+pub mod error;
+pub mod guards;
+pub mod lifecycle;
+pub mod plan;
+pub mod recompute;
+mod service;
+pub mod sql;
+
+pub use error::{RewindError, SpecError};
+pub use lifecycle::OperationStatus;
+pub use plan::{RewindPlan, ScopeId, SuffixBoundary};
+pub use service::{Actor, RewindCommand, RewindOutcome, Rewinder};
+
+/// The spec schema, embedded: the tables and column names every implementation shares.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");

@@ -1,0 +1,112 @@
+//! [`OperationStatus`] and the durable `rewind_operations` row (spec 6.4).
+//!
+//! A row is written `preparing` before restore and apply; the partial unique index on
+//! `thread_id WHERE status = 'preparing'` makes it the per-scope lock that refuses a second
+//! concurrent rewind. Every later status goes through [`OperationStatus`], never a literal.
+
+use sqlx::{PgConnection, PgPool};
+
+use crate::error::{DbContext, RewindError, SpecError};
+use crate::plan::RewindPlan;
+
+/// The stable operation lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStatus {
+    /// Plan persisted; restore/apply not finished. The only status that blocks a new rewind.
+    Preparing,
+    /// Runtime restore and DB apply both succeeded.
+    Completed,
+    /// Failed before any runtime was restored; nothing was tombstoned.
+    Failed,
+    /// A runtime was restored but apply (or a later step) failed; needs a human to repair.
+    RepairRequired,
+}
+
+impl OperationStatus {
+    /// The value stored in `rewind_operations.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationStatus::Preparing => "preparing",
+            OperationStatus::Completed => "completed",
+            OperationStatus::Failed => "failed",
+            OperationStatus::RepairRequired => "repair_required",
+        }
+    }
+}
+
+/// Records the plan as a `preparing` operation and returns its id.
+///
+/// Refuses with `another rewind is already in progress` when the primary scope already has a
+/// `preparing` operation.
+pub async fn begin(pool: &PgPool, plan: &RewindPlan) -> Result<String, RewindError> {
+    let id = uuid::Uuid::now_v7().to_string();
+    let plan_json = serde_json::to_value(plan).unwrap_or(serde_json::Value::Null);
+    let inserted = sqlx::query(
+        "INSERT INTO rewind_operations \
+         (id, workspace_id, thread_id, target_message_id, initiator_user_id, status, plan) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&id)
+    .bind(&plan.boundary.primary.workspace_id)
+    .bind(plan.operation_scope_id.as_str())
+    .bind(&plan.boundary.primary.target_message_id)
+    .bind(&plan.initiator_user_id)
+    .bind(OperationStatus::Preparing.as_str())
+    .bind(plan_json)
+    .execute(pool)
+    .await;
+    match inserted {
+        Ok(_) => Ok(id),
+        Err(sqlx::Error::Database(e))
+            if e.constraint() == Some("rewind_operations_one_preparing_idx") =>
+        {
+            Err(RewindError::refused(SpecError::RewindInProgress))
+        }
+        Err(source) => Err(RewindError::Database {
+            action: "recording the preparing operation",
+            source,
+        }),
+    }
+}
+
+/// Marks the operation completed inside the apply transaction.
+pub async fn complete(
+    conn: &mut PgConnection,
+    operation_id: &str,
+    rewound_message_ids: &[String],
+) -> Result<(), RewindError> {
+    sqlx::query(
+        "UPDATE rewind_operations SET status = $2, rewound_message_ids = $3, \
+         updated_at = now(), completed_at = now() WHERE id = $1",
+    )
+    .bind(operation_id)
+    .bind(OperationStatus::Completed.as_str())
+    .bind(rewound_message_ids)
+    .execute(conn)
+    .await
+    .db("completing the operation")?;
+    Ok(())
+}
+
+/// Records a failure: `failed` before any restore, `repair_required` after one.
+pub async fn fail(
+    pool: &PgPool,
+    operation_id: &str,
+    status: OperationStatus,
+    code: &str,
+    message: &str,
+) -> Result<(), RewindError> {
+    sqlx::query(
+        "UPDATE rewind_operations SET status = $2, error_code = $3, error_message = $4, \
+         updated_at = now() WHERE id = $1",
+    )
+    .bind(operation_id)
+    .bind(status.as_str())
+    .bind(code)
+    .bind(message)
+    .execute(pool)
+    .await
+    .db("recording the operation failure")?;
+    Ok(())
+}

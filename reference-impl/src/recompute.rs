@@ -1,0 +1,74 @@
+//! Recompute and clamp after the tombstone (spec 6.2 and 6.3).
+//!
+//! `latest_seq` / `latest_global_seq` are physical high-water marks and are never touched; the
+//! visible summary is recomputed from non-rewound messages; every read cursor and sync-dirty
+//! message frontier is clamped to the visible tail.
+
+use sqlx::PgConnection;
+
+use crate::error::{DbContext, RewindError};
+use crate::sql::MESSAGE_NOT_REWOUND_SQL;
+
+/// Recomputes the visible summary of `scope_id` and clamps its cursors to the visible tail.
+pub async fn recompute_scope(conn: &mut PgConnection, scope_id: &str) -> Result<(), RewindError> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE scopes s SET latest_message_at = v.last_at, visible_last_message_at = v.last_at, \
+         visible_message_count = v.n \
+         FROM (SELECT count(*)::int AS n, max(m.created_at) AS last_at FROM scope_messages m \
+               WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}) v \
+         WHERE s.id = $1"
+    )))
+    .bind(scope_id)
+    .execute(&mut *conn)
+    .await
+    .db("recomputing the scope summary")?;
+
+    let tail = format!(
+        "SELECT coalesce(max(m.seq), 0) AS seq, coalesce(max(m.global_seq), 0) AS gseq \
+         FROM scope_messages m WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE scope_memberships sm SET \
+           last_read_seq = least(sm.last_read_seq, t.seq), \
+           last_read_global_seq = least(sm.last_read_global_seq, t.gseq), \
+           owner_context_dismissed_through_global_seq = \
+             least(sm.owner_context_dismissed_through_global_seq, t.gseq) \
+         FROM ({tail}) t WHERE sm.scope_id = $1"
+    )))
+    .bind(scope_id)
+    .execute(&mut *conn)
+    .await
+    .db("clamping read cursors")?;
+
+    for table in ["scope_sync_dirty", "member_scope_sync_dirty"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} d SET latest_message_seq = least(d.latest_message_seq, t.seq), \
+             updated_at = now() FROM ({tail}) t \
+             WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq"
+        )))
+        .bind(scope_id)
+        .execute(&mut *conn)
+        .await
+        .db("clamping sync-dirty frontiers")?;
+    }
+    Ok(())
+}
+
+/// Recomputes a parent message's reply-thread summary from its non-archived threads.
+pub async fn recompute_reply_summary(
+    conn: &mut PgConnection,
+    parent_message_id: &str,
+) -> Result<(), RewindError> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE scope_messages p SET reply_count = v.n, last_reply_at = v.last_at \
+         FROM (SELECT count(m.id)::int AS n, max(m.created_at) AS last_at \
+               FROM scopes c LEFT JOIN scope_messages m ON m.scope_id = c.id AND {MESSAGE_NOT_REWOUND_SQL} \
+               WHERE c.parent_message_id = $1 AND c.archived_at IS NULL) v \
+         WHERE p.id = $1"
+    )))
+    .bind(parent_message_id)
+    .execute(conn)
+    .await
+    .db("recomputing the reply-thread summary")?;
+    Ok(())
+}

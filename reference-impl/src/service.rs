@@ -1,0 +1,106 @@
+//! [`Rewinder`]: the rewind use case, from request to completed operation.
+
+use sqlx::PgPool;
+
+use crate::apply::apply_rewind;
+use crate::error::{DbContext, RewindError};
+use crate::lifecycle::{self, OperationStatus};
+use crate::plan;
+
+/// Who asks for the rewind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// A human user (`users.id`).
+    Human(String),
+    /// An agent (`agents.id`).
+    Agent(String),
+    /// The system itself.
+    System,
+}
+
+/// "Return `scope_id` to before `target_message_id`", asked by `actor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindCommand {
+    /// The initiator.
+    pub actor: Actor,
+    /// The scope the target lives in.
+    pub scope_id: String,
+    /// The first message to rewind.
+    pub target_message_id: String,
+}
+
+/// A completed rewind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindOutcome {
+    /// The `rewind_operations.id`.
+    pub operation_id: String,
+    /// Always [`OperationStatus::Completed`] for an outcome.
+    pub status: OperationStatus,
+    /// The tombstoned message ids (ids only: never bodies).
+    pub rewound_message_ids: Vec<String>,
+}
+
+/// The reference implementation's entry point.
+#[derive(Debug, Clone)]
+pub struct Rewinder {
+    pool: PgPool,
+}
+
+impl Rewinder {
+    /// A rewinder working on the spec schema behind `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        Rewinder { pool }
+    }
+
+    /// Runs the whole rewind: guards, durable operation, restore, apply.
+    pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {
+        let Actor::Human(initiator) = &command.actor else {
+            return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
+        };
+        let plan = {
+            let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
+            plan::prepare(
+                &mut conn,
+                initiator,
+                &command.scope_id,
+                &command.target_message_id,
+            )
+            .await?
+        };
+        if !plan.related_agent_ids.is_empty() {
+            return Err(RewindError::RuntimeRecoveryUnavailable {
+                agents: plan.related_agent_ids.join(", "),
+            });
+        }
+        let operation_id = lifecycle::begin(&self.pool, &plan).await?;
+        match apply_rewind(&self.pool, &plan, &operation_id).await {
+            Ok(rewound_message_ids) => Ok(RewindOutcome {
+                operation_id,
+                status: OperationStatus::Completed,
+                rewound_message_ids,
+            }),
+            Err(err) => {
+                // No runtime was restored in this flow, so the failure is `failed`.
+                let (code, message) = match &err {
+                    RewindError::Refused { error, .. } => (error.code(), error.to_string()),
+                    other => ("internal", other.to_string()),
+                };
+                lifecycle::fail(
+                    &self.pool,
+                    &operation_id,
+                    OperationStatus::Failed,
+                    code,
+                    &message,
+                )
+                .await?;
+                Err(match err {
+                    RewindError::Refused { error, .. } => RewindError::Refused {
+                        error,
+                        operation_id: Some(operation_id),
+                    },
+                    other => other,
+                })
+            }
+        }
+    }
+}

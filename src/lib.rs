@@ -1,0 +1,11 @@
+//! `rewind-conformance`: a specification-driven conformance harness for the conversation
+//! Rewind operation.
+//!
+//! The library holds the three stages of a run: loading (the rule [`catalog`], the YAML
+//! [`fixtures`]), provisioning the shared PostgreSQL ([`postgres`]) and driving an implementation
+//! through the [`sut`] contract. The binary adds the command line and the Gherkin step library.
+
+pub mod catalog;
+pub mod fixtures;
+pub mod postgres;
+pub mod sut;
