@@ -7,5 +7,6 @@
 
 pub mod catalog;
 pub mod fixtures;
+pub mod inspect;
 pub mod postgres;
 pub mod sut;

@@ -1,0 +1,109 @@
+//! PostgreSQL provisioning: [`PostgresServer`] is one running server, however it was obtained.
+//!
+//! Three ways serve, behind one interface:
+//! - an existing server given by URL (`--database-url` / `REWIND_DATABASE_URL`);
+//! - a container started through testcontainers (cargo feature `containers`);
+//! - the default, an ephemeral cluster started from the machine's PostgreSQL binaries.
+//!
+//! Each scenario then gets its own database cloned from a migrated template
+//! ([`TemplateDatabase`]), so scenarios run concurrently without seeing each other.
+
+#[cfg(feature = "containers")]
+mod container;
+mod embedded;
+mod error;
+mod template;
+
+#[cfg(feature = "containers")]
+pub use container::ContainerPostgres;
+pub use embedded::{find_pg_bindir, stop_all_embedded, EmbeddedCluster};
+pub use error::{ProvisionError, HOW_TO_PROVIDE};
+pub use template::{ScenarioDatabase, TemplateDatabase};
+
+/// How the harness obtains its PostgreSQL server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostgresChoice {
+    /// Use the server at this URL; the run creates and drops its own databases there.
+    Url(String),
+    /// Start a container (cargo feature `containers`; image from `REWIND_PG_IMAGE`).
+    Container,
+    /// Start an ephemeral cluster from the local PostgreSQL binaries (the default).
+    Embedded,
+}
+
+impl PostgresChoice {
+    /// A short name for logs and reports.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PostgresChoice::Url(_) => "url",
+            PostgresChoice::Container => "container",
+            PostgresChoice::Embedded => "embedded",
+        }
+    }
+}
+
+enum Guard {
+    External,
+    Embedded(EmbeddedCluster),
+    #[cfg(feature = "containers")]
+    Container(ContainerPostgres),
+}
+
+/// A running PostgreSQL server and whatever keeps it alive.
+///
+/// Dropping it stops an embedded cluster or a container; [`PostgresServer::shutdown`] does the
+/// same explicitly (and waits for a container to be removed).
+pub struct PostgresServer {
+    admin_url: String,
+    choice: PostgresChoice,
+    guard: Guard,
+}
+
+impl PostgresServer {
+    /// Obtains a server the way `choice` says.
+    pub async fn provision(choice: &PostgresChoice) -> Result<Self, ProvisionError> {
+        let (admin_url, guard) = match choice {
+            PostgresChoice::Url(url) => (url.clone(), Guard::External),
+            PostgresChoice::Embedded => {
+                let cluster = EmbeddedCluster::start().await?;
+                (cluster.admin_url().to_owned(), Guard::Embedded(cluster))
+            }
+            #[cfg(feature = "containers")]
+            PostgresChoice::Container => {
+                let container = ContainerPostgres::start().await?;
+                (
+                    container.admin_url().to_owned(),
+                    Guard::Container(container),
+                )
+            }
+            #[cfg(not(feature = "containers"))]
+            PostgresChoice::Container => return Err(ProvisionError::ContainersNotCompiled),
+        };
+        Ok(PostgresServer {
+            admin_url,
+            choice: choice.clone(),
+            guard,
+        })
+    }
+
+    /// A URL of a database on this server that a superuser (or a role allowed to create
+    /// databases) can connect to.
+    pub fn admin_url(&self) -> &str {
+        &self.admin_url
+    }
+
+    /// The way this server was obtained.
+    pub fn choice(&self) -> &PostgresChoice {
+        &self.choice
+    }
+
+    /// Stops what the harness started; an external server is left running.
+    pub async fn shutdown(self) {
+        match self.guard {
+            Guard::External => {}
+            Guard::Embedded(cluster) => cluster.stop(),
+            #[cfg(feature = "containers")]
+            Guard::Container(container) => container.stop().await,
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! [`TemplateDatabase`]: the spec schema migrated once, cloned per scenario.
+//!
+//! `CREATE DATABASE ... TEMPLATE` copies a small migrated database in a few milliseconds, so
+//! every scenario gets a database of its own and scenarios run concurrently. Every database a run
+//! creates carries the run's prefix; dropping them all is the run's last step.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, PgPool};
+use tokio::sync::{mpsc, Mutex};
+use tokio::task::JoinHandle;
+
+use super::ProvisionError;
+
+/// One database of one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioDatabase {
+    /// The database name.
+    pub name: String,
+    /// A URL that reaches it with the admin credentials.
+    pub url: String,
+    /// How long cloning it took.
+    pub clone_time: Duration,
+}
+
+impl ScenarioDatabase {
+    /// Opens a small pool on this database.
+    pub async fn pool(&self, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+        let options: PgConnectOptions = self.url.parse()?;
+        PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+    }
+}
+
+/// The migrated template of a run, and the clones made from it.
+#[derive(Debug, Clone)]
+pub struct TemplateDatabase {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    admin: PgPool,
+    admin_url: url::Url,
+    prefix: String,
+    template: String,
+    counter: AtomicU64,
+    // `STRATEGY FILE_COPY` (PostgreSQL 15+) copies a small template's files instead of
+    // WAL-logging every block.
+    file_copy: bool,
+    // CREATE DATABASE from one template must not overlap with a connection to it; clones are
+    // serialised so that none sees "source database is being accessed by other users".
+    clone_lock: Mutex<()>,
+    // Databases cloned ahead of demand by [`TemplateDatabase::start_prefetch`].
+    prefetched: Mutex<Option<mpsc::Receiver<Result<ScenarioDatabase, ProvisionError>>>>,
+    prefetcher: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl TemplateDatabase {
+    /// Creates a run-unique template database on the server at `admin_url` and applies
+    /// `migrator` to it.
+    pub async fn create(admin_url: &str, migrator: &Migrator) -> Result<Self, ProvisionError> {
+        let shown = redact(admin_url);
+        let parsed = url::Url::parse(admin_url).map_err(|e| ProvisionError::Database {
+            url: shown.clone(),
+            action: "parsing the URL".to_owned(),
+            source: sqlx::Error::Configuration(Box::new(e)),
+        })?;
+        let db_err = |action: &str, source| ProvisionError::Database {
+            url: shown.clone(),
+            action: action.to_owned(),
+            source,
+        };
+        // One direct connection first: a refused or misaddressed server fails at once with the
+        // driver's own reason instead of a pool time-out.
+        let probe = tokio::time::timeout(
+            Duration::from_secs(20),
+            <sqlx::PgConnection as sqlx::Connection>::connect(admin_url),
+        )
+        .await
+        .map_err(|_| db_err("connecting", sqlx::Error::PoolTimedOut))?
+        .map_err(|e| db_err("connecting", e))?;
+        let _ = sqlx::Connection::close(probe).await;
+        let admin = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(admin_url)
+            .await
+            .map_err(|e| db_err("connecting", e))?;
+        let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
+            .fetch_one(&admin)
+            .await
+            .map_err(|e| db_err("reading the server version", e))?;
+        let prefix = format!(
+            "rewind_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..10]
+        );
+        let template = format!("{prefix}_template");
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{template}\"")))
+            .execute(&admin)
+            .await
+            .map_err(|e| db_err("creating the template database", e))?;
+        let this = TemplateDatabase {
+            inner: Arc::new(Inner {
+                admin,
+                admin_url: parsed,
+                prefix,
+                template: template.clone(),
+                counter: AtomicU64::new(0),
+                file_copy: version >= 150_000,
+                clone_lock: Mutex::new(()),
+                prefetched: Mutex::new(None),
+                prefetcher: std::sync::Mutex::new(None),
+            }),
+        };
+        let template_url = this.url_of(&template);
+        {
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&template_url)
+                .await
+                .map_err(|e| db_err("connecting to the template database", e))?;
+            migrator
+                .run(&pool)
+                .await
+                .map_err(|source| ProvisionError::Migrate {
+                    database: template.clone(),
+                    source,
+                })?;
+            pool.close().await;
+        }
+        Ok(this)
+    }
+
+    /// The run's template database name.
+    pub fn template_name(&self) -> &str {
+        &self.inner.template
+    }
+
+    /// A URL that reaches `database` with the admin credentials.
+    pub fn url_of(&self, database: &str) -> String {
+        let mut url = self.inner.admin_url.clone();
+        url.set_path(&format!("/{database}"));
+        url.to_string()
+    }
+
+    /// Keeps up to `depth` clones ready in the background, so that a scenario takes a database
+    /// that is already there instead of waiting for `CREATE DATABASE`.
+    pub async fn start_prefetch(&self, depth: usize) {
+        let (tx, rx) = mpsc::channel(depth.max(1));
+        *self.inner.prefetched.lock().await = Some(rx);
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let next = this.clone_now().await;
+                let failed = next.is_err();
+                if tx.send(next).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        if let Ok(mut slot) = self.inner.prefetcher.lock() {
+            *slot = Some(task);
+        }
+    }
+
+    /// A fresh clone of the template for one scenario (a prefetched one when available).
+    pub async fn clone_for_scenario(&self) -> Result<ScenarioDatabase, ProvisionError> {
+        let mut prefetched = self.inner.prefetched.lock().await;
+        if let Some(rx) = prefetched.as_mut() {
+            if let Some(next) = rx.recv().await {
+                return next;
+            }
+        }
+        drop(prefetched);
+        self.clone_now().await
+    }
+
+    async fn clone_now(&self) -> Result<ScenarioDatabase, ProvisionError> {
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}_s{n}", self.inner.prefix);
+        let _guard = self.inner.clone_lock.lock().await;
+        let started = Instant::now();
+        {
+            let strategy = if self.inner.file_copy {
+                " STRATEGY FILE_COPY"
+            } else {
+                ""
+            };
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE DATABASE \"{name}\" TEMPLATE \"{}\"{strategy}",
+                self.inner.template
+            )))
+            .execute(&self.inner.admin)
+            .await
+            .map_err(|source| ProvisionError::Database {
+                url: redact(self.inner.admin_url.as_str()),
+                action: format!("cloning the template into `{name}`"),
+                source,
+            })?;
+        }
+        Ok(ScenarioDatabase {
+            url: self.url_of(&name),
+            name,
+            clone_time: started.elapsed(),
+        })
+    }
+
+    /// Drops a scenario's database, ending any session still connected to it.
+    pub async fn drop_database(&self, name: &str) -> Result<(), ProvisionError> {
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+        )))
+        .execute(&self.inner.admin)
+        .await
+        .map_err(|source| ProvisionError::Database {
+            url: redact(self.inner.admin_url.as_str()),
+            action: format!("dropping `{name}`"),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// Drops every database of this run, the template included (stops prefetching first).
+    pub async fn drop_all(&self) -> Result<(), ProvisionError> {
+        // Closing the channel makes the prefetcher stop after the clone it is making, so no
+        // database appears after the listing below.
+        drop(self.inner.prefetched.lock().await.take());
+        let task = self.inner.prefetcher.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        // Wait for a clone in flight to finish before listing.
+        let _guard = self.inner.clone_lock.lock().await;
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1 || '%'")
+                .bind(&self.inner.prefix)
+                .fetch_all(&self.inner.admin)
+                .await
+                .map_err(|source| ProvisionError::Database {
+                    url: redact(self.inner.admin_url.as_str()),
+                    action: "listing the run's databases".to_owned(),
+                    source,
+                })?;
+        for name in names {
+            self.drop_database(&name).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The URL with its password replaced, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "<unparsable URL>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact("postgres://u:secret@localhost:5432/db"),
+            "postgres://u:***@localhost:5432/db"
+        );
+        assert_eq!(redact("not a url"), "<unparsable URL>");
+    }
+}

@@ -1,0 +1,122 @@
+//! The system-under-test contract: [`SystemUnderTest`] makes a [`ConversationApi`] per scenario.
+//!
+//! The spec's tables are normative, so the database is shared: the harness seeds fixture state
+//! into a scenario's database and inspects it afterwards, and the implementation under test works
+//! on that same database. Everything else goes through these two traits. Steps never name a
+//! concrete implementation; adapters live in submodules ([`reference`] in process).
+
+pub mod reference;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::postgres::ScenarioDatabase;
+
+/// Who asks for a rewind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum Actor {
+    /// A human (`users.id`).
+    Human(String),
+    /// An agent (`agents.id`).
+    Agent(String),
+    /// The system itself.
+    System,
+}
+
+/// A rewind request: `actor` returns `scope_id` to before `target_message_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindRequest {
+    /// The initiator.
+    pub actor: Actor,
+    /// The scope of the target.
+    pub scope_id: String,
+    /// The first message to rewind.
+    pub target_message_id: String,
+}
+
+/// What the implementation answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RewindResponse {
+    /// The rewind completed.
+    Completed {
+        /// The durable operation id.
+        #[serde(rename = "operationId")]
+        operation_id: String,
+        /// The operation status reported (should be `completed`).
+        status: String,
+        /// The tombstoned ids, if the implementation reports them.
+        #[serde(rename = "rewoundMessageIds", default)]
+        rewound_message_ids: Vec<String>,
+    },
+    /// The rewind was refused.
+    Refused {
+        /// The stable machine code.
+        code: String,
+        /// The human-readable message (section 9 wording where the spec has one).
+        message: String,
+        /// The operation that recorded the failure, if one was created.
+        #[serde(rename = "operationId", default)]
+        operation_id: Option<String>,
+    },
+}
+
+/// What an implementation declares it supports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityProfile {
+    /// Runtime ids the implementation can restore (`codex`, `claude`, `opencode`, `builtin`).
+    pub runtimes: Vec<String>,
+    /// Optional surfaces the implementation exposes.
+    pub surfaces: Vec<String>,
+}
+
+/// A failure of the harness/implementation plumbing, as opposed to a conformance outcome.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SutError {
+    /// The implementation could not be attached to the scenario database.
+    #[error("cannot attach `{sut}` to database `{database}`: {detail}")]
+    Attach {
+        /// The implementation's name.
+        sut: String,
+        /// The scenario database.
+        database: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The implementation failed in a way the contract does not allow (not a spec refusal).
+    #[error("`{sut}` failed outside the contract: {detail}")]
+    Internal {
+        /// The implementation's name.
+        sut: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// A factory for per-scenario handles on one implementation.
+#[async_trait]
+pub trait SystemUnderTest: Send + Sync {
+    /// A short name for reports.
+    fn name(&self) -> &str;
+
+    /// What the implementation supports.
+    fn profile(&self) -> CapabilityProfile;
+
+    /// Points the implementation at one scenario's database.
+    async fn attach(&self, db: &ScenarioDatabase) -> Result<Box<dyn ConversationApi>, SutError>;
+}
+
+/// The operations a scenario drives. Implementations must answer a spec refusal with
+/// [`RewindResponse::Refused`] (not an error) and leave the database unchanged when they do.
+#[async_trait]
+pub trait ConversationApi: Send + Sync {
+    /// Asks for a rewind.
+    async fn rewind(&self, request: &RewindRequest) -> Result<RewindResponse, SutError>;
+
+    /// Releases what the handle holds (connections); called at the end of each scenario.
+    async fn detach(&self);
+}
