@@ -1,1 +1,8 @@
-fn main() {}
+//! The `rewind-conformance` command: see `rewind-conformance --help`.
+
+mod cli;
+mod suite;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

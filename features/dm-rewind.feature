@@ -1,0 +1,41 @@
+Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
+  Rewinding to before a message turns that message and every later message of
+  the scope into a `rewound` tombstone: the row stays, its content is emptied
+  and its metadata holds nothing but the rewound marker. The operation is
+  recorded as `completed` on the primary scope.
+
+  Background:
+    Given the conversation "dm-two-humans"
+
+  @rule:apply.tombstone-suffix @rule:inv.no-physical-delete @rule:sem.rewound-status-marker @rule:sem.rewound-not-recalled
+  Scenario: alice rewinds her own trailing messages
+    When human "alice" rewinds to before message "h-m4"
+    Then the rewind completes
+    And messages "h-m4, h-service, h-app, h-m5, h-m6" are rewound tombstones
+    And messages "h-m1, h-m2, h-system, h-m3, h-rewound" are untouched
+
+  @rule:lifecycle.completed @rule:lifecycle.thread-id-primary-scope
+  Scenario: the completed operation is recorded on the primary scope
+    When human "alice" rewinds to before message "h-m5"
+    Then the rewind completes
+    And the rewind operation has status "completed"
+
+  @rule:apply.tombstone-suffix
+  Scenario: only the rewound scope's rows change
+    When human "alice" rewinds to before message "h-m6"
+    Then the rewind completes
+    And the "scope_messages" rows where "scope_id" is "dm-alice-bob" are:
+      | id        | seq | author_kind | content                                                     |
+      | h-app     | 8   | app         | Calendar: review meeting booked CANARY-2h-f61d03            |
+      | h-m1      | 1   | human       | Morning Bob, the draft is in the folder CANARY-2h-a1f04c    |
+      | h-m2      | 2   | human       | Thanks, reading it now CANARY-2h-b7e311                     |
+      | h-m3      | 4   | human       | Section two still needs numbers CANARY-2h-c4410a            |
+      | h-m4      | 6   | human       | Actually, scrap section two CANARY-2h-d83b5f                |
+      | h-m5      | 9   | human       | And move the appendix up CANARY-2h-0a9e77                   |
+      | h-m6      | 10  | human       |                                                             |
+      | h-rewound | 5   | human       |                                                             |
+      | h-service | 7   | service     | Reminder: review due Friday CANARY-2h-e2c7a9                |
+      | h-system  | 3   | system      | Bob pinned a message CANARY-2h-s90d2e                       |
+    And the "scope_messages" rows where "scope_id" is "dm-alice-carol" are:
+      | id    | content                      |
+      | ac-m1 | Carol, lunch? CANARY-2h-77e0d1 |

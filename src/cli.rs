@@ -1,0 +1,359 @@
+//! The command line: argument structs, the `run` and `coverage` commands, exit codes.
+//!
+//! Exit codes (one place, documented in the README):
+//! - 0: every selected scenario passed (or the coverage gate passed);
+//! - 1: conformance failures (a scenario failed or a step matched nothing; coverage gaps under
+//!   `--strict`);
+//! - 2: bad usage (unknown flag, bad value);
+//! - 3: the harness itself could not run (no PostgreSQL, unreadable catalog or fixtures).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use rewind_conformance::catalog::{scan_features, Catalog, Coverage};
+use rewind_conformance::fixtures::load_fixture_dir;
+use rewind_conformance::postgres::{
+    stop_all_embedded, PostgresChoice, PostgresServer, TemplateDatabase,
+};
+use rewind_conformance::sut::reference::ReferenceSut;
+use rewind_conformance::sut::SystemUnderTest;
+
+use crate::suite::world::RunContext;
+use crate::suite::{run_suite, SuiteOptions, SuiteReport};
+
+const EXIT_FAILURES: u8 = 1;
+const EXIT_HARNESS: u8 = 3;
+
+/// Conformance harness for the conversation Rewind operation.
+#[derive(Debug, Parser)]
+#[command(name = "rewind-conformance", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the Gherkin suite against an implementation.
+    Run(RunArgs),
+    /// Check that every scenario tag names a catalog rule and report uncovered rules.
+    Coverage(CoverageArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PostgresWay {
+    /// An ephemeral cluster from the local PostgreSQL binaries.
+    Embedded,
+    /// A testcontainers container (build with `--features containers`).
+    Container,
+    /// The server of `--database-url`.
+    Url,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SutKind {
+    /// The reference implementation, in process.
+    Reference,
+}
+
+#[derive(Debug, clap::Args)]
+struct Paths {
+    /// Directory of `*.feature` files.
+    #[arg(long, default_value = "features")]
+    features: PathBuf,
+    /// The rule catalog.
+    #[arg(long, default_value = "features/rules.yaml")]
+    catalog: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    paths: Paths,
+    /// Directory of YAML fixtures.
+    #[arg(long, default_value = "fixtures")]
+    fixtures: PathBuf,
+    /// Use the PostgreSQL server at this URL (each run creates and drops its own databases).
+    #[arg(long, env = "REWIND_DATABASE_URL")]
+    database_url: Option<String>,
+    /// How to get PostgreSQL; `--database-url` implies `url`.
+    #[arg(long, value_enum)]
+    postgres: Option<PostgresWay>,
+    /// The implementation under test.
+    #[arg(long, value_enum, default_value = "reference")]
+    sut: SutKind,
+    /// Only scenarios matching this tag expression (e.g. `@rule:init.human-only`).
+    #[arg(short = 't', long)]
+    tags: Option<String>,
+    /// Only scenarios whose name matches this regex.
+    #[arg(short = 'n', long)]
+    name: Option<String>,
+    /// Scenarios run at once, each on its own database.
+    #[arg(short = 'c', long, default_value_t = 8)]
+    concurrency: usize,
+    /// Write a JUnit XML report here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Stop at the first failing scenario.
+    #[arg(long)]
+    fail_fast: bool,
+    /// Keep every scenario database after the run (for debugging).
+    #[arg(long)]
+    keep_databases: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CoverageArgs {
+    #[command(flatten)]
+    paths: Paths,
+    /// Fail when any rule has no scenario.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Parses the command line, runs the command and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Coverage(args) => coverage(&args),
+        Command::Run(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(run(args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(EXIT_FAILURES),
+        Err(e) => {
+            let mut shown = e.to_string();
+            eprintln!("error: {shown}");
+            // Library errors already quote their source; print only causes not yet said.
+            for cause in e.chain().skip(1) {
+                let text = cause.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown = text;
+                }
+            }
+            ExitCode::from(EXIT_HARNESS)
+        }
+    }
+}
+
+fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
+    let catalog = Catalog::load(&args.paths.catalog)?;
+    let scan = scan_features(&args.paths.features)
+        .with_context(|| format!("reading features in `{}`", args.paths.features.display()))?;
+    let coverage = Coverage::compute(&catalog, &scan);
+    let failures = coverage.hard_failures();
+    for failure in &failures {
+        println!("error: {failure}");
+    }
+    let uncovered = coverage.uncovered();
+    println!(
+        "{} rules, {} scenarios; {} rules covered, {} without a scenario",
+        catalog.rules().len(),
+        coverage.scenarios,
+        catalog.rules().len() - uncovered.len(),
+        uncovered.len()
+    );
+    for id in &uncovered {
+        println!("  uncovered: {id}");
+    }
+    for message in &coverage.unasserted_messages {
+        println!("  error message never asserted verbatim: \"{message}\"");
+    }
+    let strict_gaps =
+        args.strict && (!uncovered.is_empty() || !coverage.unasserted_messages.is_empty());
+    Ok(failures.is_empty() && !strict_gaps)
+}
+
+fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> {
+    match (args.postgres, &args.database_url) {
+        (Some(PostgresWay::Embedded), _) => Ok(PostgresChoice::Embedded),
+        (Some(PostgresWay::Container), _) => Ok(PostgresChoice::Container),
+        (Some(PostgresWay::Url) | None, Some(url)) => Ok(PostgresChoice::Url(url.clone())),
+        (None, None) => Ok(PostgresChoice::Embedded),
+        (Some(PostgresWay::Url), None) => anyhow::bail!(
+            "`--postgres url` needs a URL; {}",
+            rewind_conformance::postgres::HOW_TO_PROVIDE
+        ),
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<bool> {
+    let catalog = Catalog::load(&args.paths.catalog)?;
+    // Unparsable features are bad input: say where, before any PostgreSQL is started.
+    let scan = scan_features(&args.paths.features).with_context(|| {
+        format!(
+            "reading feature files in `{}` (pass `--features DIR`)",
+            args.paths.features.display()
+        )
+    })?;
+    if !scan.parse_errors.is_empty() {
+        anyhow::bail!(
+            "feature files do not parse:\n  {}",
+            scan.parse_errors.join("\n  ")
+        );
+    }
+    let fixtures = load_fixture_dir(&args.fixtures)?;
+    let choice = postgres_choice(&args)?;
+    // Ctrl-C: stop what was started (embedded clusters here; containers via the watchdog).
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: stopping PostgreSQL");
+            stop_all_embedded();
+            std::process::exit(130);
+        }
+    });
+    let started = Instant::now();
+    let server = PostgresServer::provision(&choice).await?;
+    let provision_time = started.elapsed();
+    let outcome = run_on_server(&args, &server, catalog, fixtures).await;
+    server.shutdown().await;
+    let (report, stats) = outcome?;
+    print_summary(&args, &choice, provision_time, &report, &stats);
+    Ok(!report.failed)
+}
+
+struct RunStats {
+    isolation: Vec<(Duration, Duration)>,
+    sut: String,
+}
+
+async fn run_on_server(
+    args: &RunArgs,
+    server: &PostgresServer,
+    catalog: Catalog,
+    fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
+) -> anyhow::Result<(SuiteReport, RunStats)> {
+    let template =
+        TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR).await?;
+    template.start_prefetch(args.concurrency.max(1)).await;
+    let sut: Arc<dyn SystemUnderTest> = match args.sut {
+        SutKind::Reference => Arc::new(ReferenceSut),
+    };
+    let context = Arc::new(RunContext {
+        template: template.clone(),
+        sut: Arc::clone(&sut),
+        fixtures,
+        catalog,
+        keep_databases: args.keep_databases,
+        isolation_times: Mutex::new(Vec::new()),
+    });
+    let options = SuiteOptions {
+        features: args.paths.features.clone(),
+        tags: args.tags.clone(),
+        name: args.name.clone(),
+        concurrency: args.concurrency,
+        junit: args.junit.clone(),
+        fail_fast: args.fail_fast,
+    };
+    let report = run_suite(&options, Arc::clone(&context)).await;
+    if !args.keep_databases {
+        if let Err(e) = template.drop_all().await {
+            tracing::warn!("{e}");
+        }
+    }
+    let isolation = context
+        .isolation_times
+        .lock()
+        .map(|t| t.clone())
+        .unwrap_or_default();
+    Ok((
+        report?,
+        RunStats {
+            isolation,
+            sut: sut.name().to_owned(),
+        },
+    ))
+}
+
+fn print_summary(
+    args: &RunArgs,
+    choice: &PostgresChoice,
+    provision_time: Duration,
+    report: &SuiteReport,
+    stats: &RunStats,
+) {
+    println!();
+    println!(
+        "conformance of `{}` on {} PostgreSQL (ready in {} ms)",
+        stats.sut,
+        choice.label(),
+        provision_time.as_millis()
+    );
+    for (path, feature) in &report.record.features {
+        let passed = feature
+            .scenarios
+            .iter()
+            .filter(|s| s.verdict == crate::suite::Verdict::Passed)
+            .count();
+        let total = feature.scenarios.len();
+        println!(
+            "  {:<48} {passed:>3}/{total:<3} {}",
+            path,
+            if passed == total { "ok" } else { "FAILED" }
+        );
+        for scenario in feature
+            .scenarios
+            .iter()
+            .filter(|s| s.verdict != crate::suite::Verdict::Passed)
+        {
+            println!(
+                "      {}:{} {} -- {}",
+                path,
+                scenario.line,
+                scenario.name,
+                scenario.failure.as_deref().unwrap_or("failed")
+            );
+        }
+    }
+    for error in &report.record.parse_errors {
+        println!("  parse error: {error}");
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v.get(v.len() / 2).map(|d| d.as_secs_f64() * 1000.0)
+    };
+    let clones = median(stats.isolation.iter().map(|t| t.0).collect());
+    let waits = median(stats.isolation.iter().map(|t| t.1).collect());
+    if let (Some(clone), Some(wait)) = (clones, waits) {
+        println!(
+            "  scenario isolation over {} scenarios: median clone {clone:.1} ms (made ahead), \
+             median wait + seed {wait:.1} ms",
+            stats.isolation.len()
+        );
+    }
+    let mut exercised = std::collections::BTreeSet::new();
+    let mut failing = std::collections::BTreeSet::new();
+    for scenario in report.record.features.values().flat_map(|f| &f.scenarios) {
+        for rule in scenario.tags.iter().filter_map(|t| t.strip_prefix("rule:")) {
+            exercised.insert(rule);
+            if scenario.verdict != crate::suite::Verdict::Passed {
+                failing.insert(rule);
+            }
+        }
+    }
+    println!(
+        "  rules exercised: {} ({} with a failing scenario)",
+        exercised.len(),
+        failing.len()
+    );
+    if let Some(junit) = &args.junit {
+        println!("  JUnit report: {}", junit.display());
+    }
+    let (passed, failed, skipped) = report.counts();
+    println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
+}

@@ -1,0 +1,173 @@
+//! [`Collector`]: a cucumber writer layer that records each scenario's outcome per feature.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use cucumber::event::{self, Cucumber, Feature, Rule, Scenario, Step};
+use cucumber::{parser, Event, World, Writer};
+
+/// How one scenario ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every step passed.
+    Passed,
+    /// A step or hook failed.
+    Failed,
+    /// A step matched no definition (or was skipped), which the run counts as failure.
+    Skipped,
+}
+
+/// One scenario's record.
+#[derive(Debug, Clone)]
+pub struct ScenarioRecord {
+    /// The scenario name.
+    pub name: String,
+    /// Its line in the feature file.
+    pub line: usize,
+    /// Its tags (without `@`).
+    pub tags: Vec<String>,
+    /// How it ended.
+    pub verdict: Verdict,
+    /// The first failure's message.
+    pub failure: Option<String>,
+}
+
+/// All scenarios of one feature file.
+#[derive(Debug, Clone, Default)]
+pub struct FeatureRecord {
+    /// The feature name.
+    pub name: String,
+    /// Scenarios in the order they finished.
+    pub scenarios: Vec<ScenarioRecord>,
+}
+
+/// What the collector gathered: features keyed by file path, plus parse errors.
+#[derive(Debug, Clone, Default)]
+pub struct RunRecord {
+    /// Feature file path to its record.
+    pub features: BTreeMap<String, FeatureRecord>,
+    /// Feature files that failed to parse.
+    pub parse_errors: Vec<String>,
+    /// Scenarios in flight: (path, line) to the record being built.
+    running: BTreeMap<(String, usize), ScenarioRecord>,
+}
+
+/// The writer layer; share its [`RunRecord`] through [`Collector::record`].
+#[derive(Debug, Clone, Default)]
+pub struct Collector {
+    record: Arc<Mutex<RunRecord>>,
+}
+
+impl Collector {
+    /// The shared record.
+    pub fn record(&self) -> Arc<Mutex<RunRecord>> {
+        Arc::clone(&self.record)
+    }
+
+    fn on_scenario<W>(
+        &self,
+        feature: &cucumber::gherkin::Feature,
+        rule: Option<&cucumber::gherkin::Rule>,
+        scenario: &cucumber::gherkin::Scenario,
+        ev: &Scenario<W>,
+    ) {
+        let Ok(mut record) = self.record.lock() else {
+            return;
+        };
+        let path = feature
+            .path
+            .as_ref()
+            .map(|p| {
+                let relative = std::env::current_dir()
+                    .ok()
+                    .and_then(|cwd| p.strip_prefix(cwd).ok().map(|r| r.to_path_buf()));
+                relative.unwrap_or_else(|| p.clone()).display().to_string()
+            })
+            .unwrap_or_else(|| feature.name.clone());
+        let key = (path.clone(), scenario.position.line);
+        match ev {
+            Scenario::Started => {
+                let mut tags = feature.tags.clone();
+                if let Some(rule) = rule {
+                    tags.extend(rule.tags.iter().cloned());
+                }
+                tags.extend(scenario.tags.iter().cloned());
+                record.running.insert(
+                    key,
+                    ScenarioRecord {
+                        name: scenario.name.clone(),
+                        line: scenario.position.line,
+                        tags,
+                        verdict: Verdict::Passed,
+                        failure: None,
+                    },
+                );
+            }
+            Scenario::Step(step, Step::Failed(.., err))
+            | Scenario::Background(step, Step::Failed(.., err)) => {
+                if let Some(r) = record.running.get_mut(&key) {
+                    if r.failure.is_none() {
+                        r.failure = Some(format!("step `{}`: {err}", step.value));
+                    }
+                    r.verdict = Verdict::Failed;
+                }
+            }
+            Scenario::Step(step, Step::Skipped) | Scenario::Background(step, Step::Skipped) => {
+                if let Some(r) = record.running.get_mut(&key) {
+                    if r.verdict == Verdict::Passed {
+                        r.verdict = Verdict::Skipped;
+                        r.failure =
+                            Some(format!("step `{}` matches no step definition", step.value));
+                    }
+                }
+            }
+            Scenario::Hook(kind, event::Hook::Failed(_, info)) => {
+                if let Some(r) = record.running.get_mut(&key) {
+                    r.verdict = Verdict::Failed;
+                    let text = info
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| info.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_default();
+                    r.failure
+                        .get_or_insert(format!("{kind:?} hook failed: {text}"));
+                }
+            }
+            Scenario::Finished => {
+                if let Some(done) = record.running.remove(&key) {
+                    let entry = record.features.entry(path).or_default();
+                    entry.name = feature.name.clone();
+                    entry.scenarios.push(done);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<W: World> Writer<W> for Collector {
+    type Cli = cucumber::cli::Empty;
+
+    async fn handle_event(&mut self, event: parser::Result<Event<Cucumber<W>>>, _cli: &Self::Cli) {
+        match event {
+            Err(e) => {
+                if let Ok(mut record) = self.record.lock() {
+                    record.parse_errors.push(e.to_string());
+                }
+            }
+            Ok(event) => {
+                if let Cucumber::Feature(feature, ev) = &event.value {
+                    match ev {
+                        Feature::Scenario(scenario, retryable) => {
+                            self.on_scenario(feature, None, scenario, &retryable.event)
+                        }
+                        Feature::Rule(rule, Rule::Scenario(scenario, retryable)) => {
+                            self.on_scenario(feature, Some(rule), scenario, &retryable.event)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}

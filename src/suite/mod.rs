@@ -1,0 +1,125 @@
+//! The Gherkin suite: [`run_suite`] runs the features against one implementation and returns a
+//! [`SuiteReport`]. World and steps live in this binary (cucumber collects steps at link time,
+//! which is reliable only within one crate).
+
+mod collector;
+mod steps;
+pub mod world;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cucumber::gherkin::tagexpr::TagOperation;
+use cucumber::writer::Stats as _;
+use cucumber::{writer, World as _, WriterExt as _};
+
+pub use collector::{RunRecord, Verdict};
+use world::{RewindWorld, RunContext};
+
+/// What to run and where to write.
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    /// The directory of `*.feature` files.
+    pub features: PathBuf,
+    /// A tag expression (`@rule:init.human-only and not @slow`).
+    pub tags: Option<String>,
+    /// A regex on scenario names.
+    pub name: Option<String>,
+    /// Scenarios run at once.
+    pub concurrency: usize,
+    /// Where to write the JUnit XML report.
+    pub junit: Option<PathBuf>,
+    /// Stop at the first failure.
+    pub fail_fast: bool,
+}
+
+/// The outcome of a suite run.
+#[derive(Debug, Clone)]
+pub struct SuiteReport {
+    /// Per-feature records.
+    pub record: RunRecord,
+    /// True when cucumber saw a failed or skipped step, a parse error or a hook error.
+    pub failed: bool,
+}
+
+impl SuiteReport {
+    /// (passed, failed, skipped) scenario counts.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut counts = (0, 0, 0);
+        for scenario in self.record.features.values().flat_map(|f| &f.scenarios) {
+            match scenario.verdict {
+                Verdict::Passed => counts.0 += 1,
+                Verdict::Failed => counts.1 += 1,
+                Verdict::Skipped => counts.2 += 1,
+            }
+        }
+        counts
+    }
+}
+
+/// Runs the features of `options` with `context` installed as the run's shared state.
+pub async fn run_suite(
+    options: &SuiteOptions,
+    context: Arc<RunContext>,
+) -> anyhow::Result<SuiteReport> {
+    world::install(context);
+    let junit: Box<dyn std::io::Write> = match &options.junit {
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating `{}`", dir.display()))?;
+            }
+            Box::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating JUnit report `{}`", path.display()))?,
+            )
+        }
+        None => Box::new(std::io::sink()),
+    };
+    let collector = collector::Collector::default();
+    let record = collector.record();
+
+    let mut cli = cucumber::cli::Opts::<_, _, _, cucumber::cli::Empty>::default();
+    if let Some(tags) = &options.tags {
+        let parsed: TagOperation = tags
+            .parse()
+            .map_err(|e| anyhow::anyhow!("bad tag expression `{tags}`: {e}"))?;
+        cli.tags_filter = Some(parsed);
+    }
+    if let Some(name) = &options.name {
+        cli.re_filter = Some(
+            regex::Regex::new(name).with_context(|| format!("bad scenario name regex `{name}`"))?,
+        );
+    }
+    let mut cucumber = RewindWorld::cucumber()
+        .max_concurrent_scenarios(options.concurrency.max(1))
+        .after(|_, _, _, _, world| {
+            Box::pin(async move {
+                if let Some(world) = world {
+                    world.teardown().await;
+                }
+            })
+        })
+        .with_writer(
+            writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
+                .summarized()
+                .tee::<RewindWorld, _>(writer::JUnit::for_tee(junit, 0))
+                .tee::<RewindWorld, _>(collector.discard_stats_writes().discard_arbitrary_writes())
+                .normalized(),
+        )
+        .fail_on_skipped()
+        .with_cli(cli);
+    if options.fail_fast {
+        cucumber = cucumber.fail_fast();
+    }
+    let writer = cucumber.run(&options.features).await;
+    let _ = std::io::stdout().flush();
+    let failed = writer.execution_has_failed();
+    let record = record
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
+    Ok(SuiteReport { record, failed })
+}

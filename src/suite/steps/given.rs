@@ -1,0 +1,47 @@
+//! Given steps: a scenario's starting conversation.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, Context as _};
+use cucumber::given;
+use rewind_conformance::fixtures::seed_fixture;
+
+use crate::suite::world::{context, Attached, RewindWorld};
+
+/// Clones a fresh database, seeds the fixture into it and attaches the implementation.
+#[given(expr = "the conversation {string}")]
+async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
+    if world.attached.is_some() {
+        return Err(anyhow!(
+            "the scenario already has a conversation (`{}`); use one fixture per scenario",
+            world.fixture.as_deref().unwrap_or("?")
+        ));
+    }
+    let ctx = context()?;
+    let fixture = ctx.fixtures.get(&name).ok_or_else(|| {
+        let known: Vec<&str> = ctx.fixtures.keys().map(String::as_str).collect();
+        anyhow!(
+            "fixture `{name}` not found (known fixtures: {})",
+            known.join(", ")
+        )
+    })?;
+    let started = Instant::now();
+    let db = ctx.template.clone_for_scenario().await?;
+    let pool = db
+        .pool(4)
+        .await
+        .with_context(|| format!("connecting to scenario database `{}`", db.name))?;
+    {
+        let mut conn = pool.acquire().await.context("acquiring a connection")?;
+        seed_fixture(&mut conn, fixture)
+            .await
+            .with_context(|| format!("seeding fixture `{name}`"))?;
+    }
+    if let Ok(mut times) = ctx.isolation_times.lock() {
+        times.push((db.clone_time, started.elapsed()));
+    }
+    let api = ctx.sut.attach(&db).await?;
+    world.attached = Some(Attached { db, pool, api });
+    world.fixture = Some(name);
+    Ok(())
+}

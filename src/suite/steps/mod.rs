@@ -1,0 +1,19 @@
+//! The step library: Given (conversation state), When (operations), Then (observations).
+//!
+//! Steps talk to the implementation only through [`ConversationApi`] and to the database only
+//! through the spec's tables.
+//!
+//! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
+
+mod given;
+mod then;
+mod when;
+
+/// Splits `"a, b, c"` into ids.
+pub(crate) fn id_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

@@ -1,0 +1,128 @@
+//! [`RewindWorld`]: the state of one scenario, and [`RunContext`], what all scenarios share.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use rewind_conformance::catalog::Catalog;
+use rewind_conformance::fixtures::Fixture;
+use rewind_conformance::inspect::DbSnapshot;
+use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
+use rewind_conformance::sut::{ConversationApi, RewindRequest, RewindResponse, SystemUnderTest};
+use sqlx::PgPool;
+
+/// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
+pub struct RunContext {
+    /// The migrated template to clone per scenario.
+    pub template: TemplateDatabase,
+    /// The implementation under test.
+    pub sut: Arc<dyn SystemUnderTest>,
+    /// Fixtures by name.
+    pub fixtures: BTreeMap<String, Fixture>,
+    /// The rule catalog (to map error messages to codes).
+    pub catalog: Catalog,
+    /// Keep scenario databases after the run (for debugging).
+    pub keep_databases: bool,
+    /// Per scenario: how long its database took to clone (possibly ahead of time), and how
+    /// long the scenario waited for it plus seeding.
+    pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
+}
+
+static CONTEXT: OnceLock<Arc<RunContext>> = OnceLock::new();
+
+/// Installs the run's context; a second call is ignored (one run per process).
+pub fn install(context: Arc<RunContext>) {
+    let _ = CONTEXT.set(context);
+}
+
+/// The run's context.
+pub fn context() -> anyhow::Result<Arc<RunContext>> {
+    CONTEXT
+        .get()
+        .cloned()
+        .ok_or_else(|| anyhow!("the run context is not installed"))
+}
+
+/// One scenario's database, harness pool and implementation handle.
+pub struct Attached {
+    /// The scenario's database.
+    pub db: ScenarioDatabase,
+    /// The harness's own connections, for seeding and inspection.
+    pub pool: PgPool,
+    /// The implementation, attached to `db`.
+    pub api: Box<dyn ConversationApi>,
+}
+
+/// The state of one scenario.
+#[derive(Default, cucumber::World)]
+pub struct RewindWorld {
+    /// Set by the first `Given the conversation ...` step.
+    pub attached: Option<Attached>,
+    /// The fixture the scenario started from.
+    pub fixture: Option<String>,
+    /// The database as it was just before the last `When`.
+    pub before: Option<DbSnapshot>,
+    /// The last rewind request and its answer.
+    pub last: Option<(RewindRequest, RewindResponse)>,
+}
+
+impl std::fmt::Debug for RewindWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RewindWorld")
+            .field("database", &self.attached.as_ref().map(|a| &a.db.name))
+            .field("fixture", &self.fixture)
+            .field("last", &self.last)
+            .finish()
+    }
+}
+
+impl RewindWorld {
+    /// The attached scenario, or an error telling the author to start from a fixture.
+    pub fn attached(&self) -> anyhow::Result<&Attached> {
+        self.attached.as_ref().ok_or_else(|| {
+            anyhow!("no conversation yet (start the scenario with `Given the conversation \"<fixture>\"`)")
+        })
+    }
+
+    /// The harness pool of the scenario database.
+    pub fn pool(&self) -> anyhow::Result<&PgPool> {
+        Ok(&self.attached()?.pool)
+    }
+
+    /// The last rewind's answer.
+    pub fn last_response(&self) -> anyhow::Result<&RewindResponse> {
+        self.last
+            .as_ref()
+            .map(|(_, r)| r)
+            .ok_or_else(|| anyhow!("no rewind was attempted in this scenario"))
+    }
+
+    /// Captures the whole database.
+    pub async fn snapshot(&self) -> anyhow::Result<DbSnapshot> {
+        let mut conn = self
+            .pool()?
+            .acquire()
+            .await
+            .context("acquiring a connection")?;
+        DbSnapshot::capture(&mut conn)
+            .await
+            .context("capturing the database")
+    }
+
+    /// Releases the scenario's database (dropped unless the run keeps databases).
+    pub async fn teardown(&mut self) {
+        let Some(attached) = self.attached.take() else {
+            return;
+        };
+        attached.api.detach().await;
+        attached.pool.close().await;
+        if let Ok(ctx) = context() {
+            if !ctx.keep_databases {
+                if let Err(e) = ctx.template.drop_database(&attached.db.name).await {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
+    }
+}
