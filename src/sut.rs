@@ -1,1 +1,0 @@
-//! The system-under-test contract.
