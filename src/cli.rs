@@ -261,10 +261,13 @@ async fn run_on_server(
         fail_fast: args.fail_fast,
     };
     let report = run_suite(&options, Arc::clone(&context)).await;
-    if !args.keep_databases {
-        if let Err(e) = template.drop_all().await {
-            tracing::warn!("{e}");
-        }
+    let cleanup = if args.keep_databases {
+        template.release_prefetched().await
+    } else {
+        template.drop_all().await
+    };
+    if let Err(e) = cleanup {
+        tracing::warn!("{e}");
     }
     let isolation = context
         .isolation_times

@@ -161,7 +161,14 @@ impl TemplateDatabase {
             loop {
                 let next = this.clone_now().await;
                 let failed = next.is_err();
-                if tx.send(next).await.is_err() || failed {
+                if let Err(unsent) = tx.send(next).await {
+                    // Nobody will take it any more: do not leave it behind.
+                    if let Ok(db) = unsent.0 {
+                        let _ = this.drop_database(&db.name).await;
+                    }
+                    break;
+                }
+                if failed {
                     break;
                 }
             }
@@ -228,15 +235,29 @@ impl TemplateDatabase {
         Ok(())
     }
 
-    /// Drops every database of this run, the template included (stops prefetching first).
-    pub async fn drop_all(&self) -> Result<(), ProvisionError> {
-        // Closing the channel makes the prefetcher stop after the clone it is making, so no
-        // database appears after the listing below.
-        drop(self.inner.prefetched.lock().await.take());
+    /// Stops prefetching and drops the clones no scenario took.
+    pub async fn release_prefetched(&self) -> Result<(), ProvisionError> {
+        let Some(mut rx) = self.inner.prefetched.lock().await.take() else {
+            return Ok(());
+        };
+        // Closing the channel makes the prefetcher stop after the clone it is making; waiting
+        // for it means no database appears after this returns.
+        rx.close();
         let task = self.inner.prefetcher.lock().ok().and_then(|mut t| t.take());
         if let Some(task) = task {
             let _ = task.await;
         }
+        while let Some(next) = rx.recv().await {
+            if let Ok(db) = next {
+                self.drop_database(&db.name).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every database of this run, the template included (stops prefetching first).
+    pub async fn drop_all(&self) -> Result<(), ProvisionError> {
+        self.release_prefetched().await?;
         // Wait for a clone in flight to finish before listing.
         let _guard = self.inner.clone_lock.lock().await;
         let names: Vec<String> =
