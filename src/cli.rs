@@ -240,6 +240,9 @@ async fn run_on_server(
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
     let template =
         TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR).await?;
+    template
+        .instrument(rewind_conformance::inspect::STATEMENT_LOG_SQL)
+        .await?;
     template.start_prefetch(args.concurrency.max(1)).await;
     let sut: Arc<dyn SystemUnderTest> = match args.sut {
         SutKind::Reference => Arc::new(ReferenceSut),

@@ -1,5 +1,6 @@
 //! [`DbSnapshot`]: every row of every spec table, for "the database is unchanged" checks and
-//! readable expected-vs-actual diffs.
+//! readable expected-vs-actual diffs; and the statement log ([`STATEMENT_LOG_SQL`]) that records
+//! the order in which an implementation wrote rows.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +12,79 @@ use sqlx::{AssertSqlSafe, PgConnection};
 pub struct DbSnapshot {
     /// Table name to its rows.
     pub tables: BTreeMap<String, Vec<String>>,
+}
+
+/// Harness instrumentation installed in the template database: a row-level trigger on every spec
+/// table appends `(transaction, table, operation, message id)` to `harness.statement_log`, so a
+/// scenario can tell the order of writes inside one transaction (e.g. projections scrubbed before
+/// the transcript tombstone). It lives in its own schema, outside every snapshot.
+pub const STATEMENT_LOG_SQL: &str = r#"
+CREATE SCHEMA harness;
+CREATE TABLE harness.statement_log (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    txid       bigint NOT NULL DEFAULT txid_current(),
+    table_name text   NOT NULL,
+    op         text   NOT NULL,
+    message_id text
+);
+CREATE FUNCTION harness.log_row() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    r jsonb := CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END;
+BEGIN
+    INSERT INTO harness.statement_log (table_name, op, message_id)
+    VALUES (TG_TABLE_NAME, TG_OP,
+            CASE WHEN TG_TABLE_NAME = 'scope_messages' THEN r ->> 'id' ELSE r ->> 'message_id' END);
+    RETURN NULL;
+END
+$fn$;
+DO $do$
+DECLARE t text;
+BEGIN
+    FOR t IN SELECT table_name FROM information_schema.tables
+             WHERE table_schema = 'public' AND table_type = 'BASE TABLE'
+               AND table_name NOT LIKE '\_sqlx%'
+    LOOP
+        EXECUTE format('CREATE TRIGGER harness_log AFTER INSERT OR UPDATE OR DELETE ON public.%I '
+                       'FOR EACH ROW EXECUTE FUNCTION harness.log_row()', t);
+    END LOOP;
+END
+$do$;
+"#;
+
+/// One entry of `harness.statement_log`.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LoggedWrite {
+    /// Order of the write.
+    pub id: i64,
+    /// The writing transaction.
+    pub txid: i64,
+    /// The table written.
+    pub table_name: String,
+    /// INSERT, UPDATE or DELETE.
+    pub op: String,
+    /// The message the row belongs to (the row id for `scope_messages`).
+    pub message_id: Option<String>,
+}
+
+/// Every logged write after log entry `after`, in order.
+pub async fn writes_since(
+    conn: &mut PgConnection,
+    after: i64,
+) -> Result<Vec<LoggedWrite>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, txid, table_name, op, message_id FROM harness.statement_log \
+         WHERE id > $1 ORDER BY id",
+    )
+    .bind(after)
+    .fetch_all(conn)
+    .await
+}
+
+/// The id of the newest log entry (0 when empty).
+pub async fn log_position(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM harness.statement_log")
+        .fetch_one(conn)
+        .await
 }
 
 /// The spec tables of the database (the migration bookkeeping table excluded).

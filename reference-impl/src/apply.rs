@@ -1,8 +1,9 @@
 //! ApplyRewind (spec 6.1, 6.3): the one transaction that tombstones the suffix.
 //!
 //! The transaction locks the scope rows and their read state, re-validates that the suffix has
-//! not drifted since the plan was made, tombstones the suffix (primary and cascades), archives
-//! cascaded reply threads, recomputes and clamps, and marks the operation completed.
+//! not drifted since the plan was made, suppresses and scrubs the suffix's facts, tombstones the
+//! suffix (primary and cascades) last, archives cascaded reply threads, recomputes and clamps,
+//! deletes the consumed recovery points and marks the operation completed.
 
 use sqlx::{Acquire, PgPool};
 
@@ -10,6 +11,7 @@ use crate::error::{DbContext, RewindError, SpecError};
 use crate::lifecycle;
 use crate::plan::{load_suffix, RewindPlan};
 use crate::recompute;
+use crate::scrub;
 
 /// Applies `plan` for `operation_id`; returns the ids it tombstoned.
 pub async fn apply_rewind(
@@ -60,6 +62,7 @@ pub async fn apply_rewind(
     }
 
     let ids = plan.boundary.all_message_ids();
+    scrub::scrub_suffix_facts(conn, &ids).await?;
     // The transcript row is the read-visibility authority, so it is written last among the
     // suffix facts.
     sqlx::query(
@@ -84,6 +87,7 @@ pub async fn apply_rewind(
         recompute::recompute_reply_summary(conn, &cascade.parent_message_id).await?;
     }
     recompute::recompute_scope(conn, primary.scope_id.as_str()).await?;
+    scrub::delete_consumed_recovery_points(conn, &ids).await?;
     lifecycle::complete(conn, operation_id, &ids).await?;
     tx.commit().await.db("committing the apply transaction")?;
     Ok(ids)

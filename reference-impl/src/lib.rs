@@ -13,6 +13,7 @@ pub mod guards;
 pub mod lifecycle;
 pub mod plan;
 pub mod recompute;
+pub mod scrub;
 mod service;
 pub mod sql;
 

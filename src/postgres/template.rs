@@ -139,6 +139,26 @@ impl TemplateDatabase {
         Ok(this)
     }
 
+    /// Runs `sql` (several statements allowed) on the template, before any clone is made:
+    /// harness instrumentation every scenario database then inherits.
+    pub async fn instrument(&self, sql: &str) -> Result<(), ProvisionError> {
+        let template_url = self.url_of(&self.inner.template);
+        let db_err = |action: &str, source| ProvisionError::Database {
+            url: redact(&template_url),
+            action: action.to_owned(),
+            source,
+        };
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&template_url)
+            .await
+            .map_err(|e| db_err("connecting to the template database", e))?;
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| db_err("instrumenting the template database", e))?;
+        let _ = sqlx::Connection::close(conn).await;
+        Ok(())
+    }
+
     /// The run's template database name.
     pub fn template_name(&self) -> &str {
         &self.inner.template

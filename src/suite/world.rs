@@ -65,6 +65,8 @@ pub struct RewindWorld {
     pub before: Option<DbSnapshot>,
     /// The last rewind request and its answer.
     pub last: Option<(RewindRequest, RewindResponse)>,
+    /// The statement-log position just before the last `When`.
+    pub log_mark: Option<i64>,
 }
 
 impl std::fmt::Debug for RewindWorld {

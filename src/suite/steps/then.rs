@@ -215,7 +215,7 @@ async fn no_operation(world: &mut RewindWorld) -> anyhow::Result<()> {
 }
 
 /// `Then the "scope_messages" rows where "scope_id" is "dm-1" are:` followed by a table whose
-/// header names the columns; rows are compared as text in the order of the first column.
+/// header names the columns; rows are compared as text, sorted (write them in that order).
 #[then(regex = r#"^the "([a-z_]+)" rows where "([a-z_]+)" is "([^"]*)" are:$"#)]
 async fn rows_are(
     world: &mut RewindWorld,
@@ -254,9 +254,8 @@ async fn rows_are(
         .map(|c| format!("coalesce(t.\"{c}\"::text, '<null>')"))
         .collect();
     let sql = format!(
-        "SELECT ARRAY[{}] FROM \"{table}\" t WHERE t.\"{column}\"::text = $1 ORDER BY t.\"{}\"",
-        select.join(", "),
-        header[0]
+        "SELECT ARRAY[{}] FROM \"{table}\" t WHERE t.\"{column}\"::text = $1 ORDER BY 1",
+        select.join(", ")
     );
     let actual: Vec<Vec<String>> = sqlx::query_scalar(AssertSqlSafe(sql))
         .bind(&value)

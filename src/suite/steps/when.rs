@@ -17,6 +17,17 @@ async fn scope_of(world: &RewindWorld, message_id: &str) -> anyhow::Result<Strin
 
 async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Result<()> {
     world.before = Some(world.snapshot().await?);
+    let mut conn = world
+        .pool()?
+        .acquire()
+        .await
+        .context("acquiring a connection")?;
+    world.log_mark = Some(
+        rewind_conformance::inspect::log_position(&mut conn)
+            .await
+            .context("reading the statement log")?,
+    );
+    drop(conn);
     let response = world.attached()?.api.rewind(&request).await?;
     world.last = Some((request, response));
     Ok(())

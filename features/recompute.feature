@@ -1,0 +1,24 @@
+Feature: Recompute and clamp after the tombstone (spec section 6.2)
+  The physical seq high-water marks stay; the visible summary counts only
+  visible messages; every read cursor is clamped to the visible tail.
+
+  Background:
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+
+  @rule:recompute.latest-seq-high-water @rule:recompute.latest-global-seq-high-water @rule:recompute.visible-summary-fields
+  Scenario: the scope keeps its high-water marks and recounts its visible messages
+    Then the "scopes" rows where "id" is "ch-notes" are:
+      | latest_seq | latest_global_seq | visible_message_count | latest_message_at      | visible_last_message_at |
+      | 6          | 6                 | 3                     | 2026-01-01 00:03:00+00 | 2026-01-01 00:03:00+00  |
+    And the "scopes" rows where "id" is "ch-other" are:
+      | latest_seq | latest_global_seq | visible_message_count |
+      | 2          | 8                 | 2                     |
+
+  @rule:recompute.clamp-last-read-seq @rule:recompute.clamp-last-read-global-seq @rule:recompute.clamp-owner-context-dismissed @rule:recompute.scope-read-state @rule:inv.cursors-within-visible-tail
+  Scenario: read and dismiss cursors are clamped to the visible tail, lower ones kept
+    Then the "scope_memberships" rows where "scope_id" is "ch-notes" are:
+      | user_id | last_read_seq | last_read_global_seq | owner_context_dismissed_through_global_seq |
+      | alice   | 3             | 3                    | 3                                          |
+      | bob     | 3             | 3                    | 2                                          |
