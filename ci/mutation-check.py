@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Break the reference implementation on purpose, one way at a time, and check that the
+scenarios of the rules each breakage violates fail.
+
+Every mutation names a file, an exact text that must occur once, its replacement, and the tag
+expression of the scenarios that must now fail. The check runs on a copy of the committed tree
+(`git archive HEAD`) with its own target directory, so the work tree is never touched.
+
+    ci/mutation-check.py                 # all mutations
+    ci/mutation-check.py sources pins    # only those whose id contains one of the words
+
+Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+APPLY = "reference-impl/src/apply.rs"
+SCRUB = "reference-impl/src/scrub.rs"
+RECOMPUTE = "reference-impl/src/recompute.rs"
+GUARDS = "reference-impl/src/guards.rs"
+PLAN = "reference-impl/src/plan.rs"
+LIFECYCLE = "reference-impl/src/lifecycle.rs"
+
+# (id, file, [(old, new), ...], tag expression whose scenarios must fail)
+MUTATIONS = [
+    ("tombstone-keeps-content", APPLY,
+     [("SET content = '', ", "SET content = content, ")], "@rule:apply.tombstone-suffix"),
+    ("tombstone-keeps-metadata", APPLY,
+     [("metadata = jsonb_build_object('messageRecall'", "metadata = metadata || jsonb_build_object('messageRecall'")],
+     "@rule:apply.tombstone-suffix"),
+    ("tombstone-marks-recalled", APPLY,
+     [("'status', 'rewound', ", "'status', 'recalled', ")], "@rule:sem.rewound-not-recalled"),
+    ("activity-not-suppressed", SCRUB,
+     [("AND status = 'pending'\"", "AND status = 'never'\"")], "@rule:apply.suppress-activity-events"),
+    ("outbox-leased-kept", SCRUB,
+     [("status IN ('pending', 'leased')", "status IN ('pending')")], "@rule:apply.suppress-fanout-outbox"),
+    ("outbox-delivered-suppressed", SCRUB,
+     [("status IN ('pending', 'leased')", "status IN ('pending', 'leased', 'delivered')")],
+     "@rule:apply.suppress-fanout-outbox"),
+    ("share-cards-kept", SCRUB,
+     [("DELETE FROM scope_share_cards WHERE message_id", "DELETE FROM scope_share_cards WHERE false AND message_id")],
+     "@rule:apply.scrub-share-cards"),
+    ("reactions-kept", SCRUB,
+     [("DELETE FROM scope_message_reactions WHERE message_id", "DELETE FROM scope_message_reactions WHERE false AND message_id")],
+     "@rule:apply.scrub-reactions"),
+    ("pins-kept", SCRUB,
+     [("DELETE FROM scope_message_pins WHERE message_id", "DELETE FROM scope_message_pins WHERE false AND message_id")],
+     "@rule:apply.scrub-pins"),
+    ("top-notices-kept", SCRUB,
+     [("DELETE FROM scope_message_top_notices WHERE message_id", "DELETE FROM scope_message_top_notices WHERE false AND message_id")],
+     "@rule:apply.scrub-top-notices"),
+    ("search-docs-kept", SCRUB,
+     [("DELETE FROM scope_message_search_docs WHERE message_id", "DELETE FROM scope_message_search_docs WHERE false AND message_id")],
+     "@rule:apply.scrub-search-docs"),
+    ("sources-cited-side-kept", SCRUB,
+     [(" OR source_message_id = ANY($1)", "")], "@rule:apply.scrub-sources"),
+    ("attachments-over-deleted", SCRUB,
+     [("WHERE owner_kind = 'message' AND message_id = ANY($1)", "WHERE message_id = ANY($1) OR owner_kind <> 'message'")],
+     "@rule:apply.unrelated-attachments-untouched"),
+    ("attachments-kept", SCRUB,
+     [("WHERE owner_kind = 'message' AND message_id = ANY($1)", "WHERE false")], "@rule:apply.scrub-attachments"),
+    ("stream-events-kept", SCRUB,
+     [("SET payload_json = payload_json - $2::text[]", "SET payload_json = payload_json || '{}'::jsonb || jsonb_build_object() - $2::text[] - 'x'")],
+     "@rule:apply.scrub-im-stream-events"),
+    ("conversation-index-kept", SCRUB,
+     [("WHERE last_message_id = ANY($1)", "WHERE false AND last_message_id = ANY($1)")],
+     "@rule:apply.scrub-im-conversation-index"),
+    ("transcript-first", APPLY,
+     [("    scrub::scrub_suffix_facts(conn, &ids).await?;\n", ""),
+      ("    .db(\"tombstoning the suffix\")?;\n", "    .db(\"tombstoning the suffix\")?;\n    scrub::scrub_suffix_facts(conn, &ids).await?;\n")],
+     "@rule:apply.transcript-last"),
+    ("visible-count-includes-rewound", RECOMPUTE,
+     [("WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}) v", "WHERE m.scope_id = $1) v")],
+     "@rule:recompute.visible-summary-fields"),
+    ("high-water-lowered", RECOMPUTE,
+     [("SET latest_message_at = v.last_at, ", "SET latest_seq = v.n, latest_message_at = v.last_at, ")],
+     "@rule:recompute.latest-seq-high-water"),
+    ("last-read-not-clamped", RECOMPUTE,
+     [("last_read_seq = least(sm.last_read_seq, t.seq)", "last_read_seq = sm.last_read_seq")],
+     "@rule:recompute.clamp-last-read-seq"),
+    ("last-read-global-not-clamped", RECOMPUTE,
+     [("last_read_global_seq = least(sm.last_read_global_seq, t.gseq)", "last_read_global_seq = sm.last_read_global_seq")],
+     "@rule:recompute.clamp-last-read-global-seq"),
+    ("dismissed-not-clamped", RECOMPUTE,
+     [("least(sm.owner_context_dismissed_through_global_seq, t.gseq)", "sm.owner_context_dismissed_through_global_seq")],
+     "@rule:recompute.clamp-owner-context-dismissed"),
+    ("dismissed-raised-to-tail", RECOMPUTE,
+     [("least(sm.owner_context_dismissed_through_global_seq, t.gseq)", "t.gseq")],
+     "@rule:recompute.clamp-owner-context-dismissed"),
+    ("sync-dirty-not-clamped", RECOMPUTE,
+     [("WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq", "WHERE false")],
+     "@rule:apply.clamp-scope-sync-dirty or @rule:apply.clamp-member-scope-sync-dirty"),
+    ("sync-dirty-activity-reset", RECOMPUTE,
+     [("SET latest_message_seq = least(d.latest_message_seq, t.seq), ", "SET latest_message_seq = least(d.latest_message_seq, t.seq), latest_activity_seq = 0, ")],
+     "@rule:apply.clamp-scope-sync-dirty"),
+    ("sync-dirty-raised-to-tail", RECOMPUTE,
+     [("WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq", "WHERE d.scope_id = $1"),
+      ("SET latest_message_seq = least(d.latest_message_seq, t.seq), ", "SET latest_message_seq = t.seq, ")],
+     "@rule:apply.sync-dirty-keep-non-suffix"),
+    ("other-human-allowed", GUARDS,
+     [("m.author_user_id.as_deref() != Some(initiator_user_id)", "m.author_user_id.as_deref() == Some(\"nobody\")")],
+     "@rule:init.other-human-guard"),
+    ("service-and-app-targets-allowed", GUARDS,
+     [("\"system\" | \"service\" | \"app\" => return Err(SpecError::SystemMessageTarget),",
+       "\"system\" => return Err(SpecError::SystemMessageTarget),")],
+     "@rule:init.no-system-target"),
+    ("cold-target-allowed", GUARDS,
+     [("if target.storage_tier != \"hot\" {", "if target.storage_tier == \"never\" {")],
+     "@rule:init.no-cold-crossing"),
+    ("other-humans-target-allowed", GUARDS,
+     [("\"human\" if target.author_user_id.as_deref() == Some(initiator_user_id) => {}", "\"human\" => {}")],
+     "@rule:init.own-human-target"),
+    ("rewound-target-allowed", PLAN,
+     [("WHERE m.scope_id = $1 AND m.id = $2 AND {MESSAGE_NOT_REWOUND_SQL}", "WHERE m.scope_id = $1 AND m.id = $2")],
+     "@rule:init.target-visible-hot"),
+    ("target-scope-ignored", PLAN,
+     [("WHERE m.scope_id = $1 AND m.id = $2 AND {MESSAGE_NOT_REWOUND_SQL}", "WHERE $1 <> '' AND m.id = $2 AND {MESSAGE_NOT_REWOUND_SQL}")],
+     "@rule:init.target-visible-hot"),
+    ("operation-left-preparing", LIFECYCLE,
+     [(".bind(OperationStatus::Completed.as_str())", ".bind(OperationStatus::Preparing.as_str())")],
+     "@rule:lifecycle.completed"),
+]
+
+
+def run(cmd, cwd, env, quiet=True):
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=out).returncode
+
+
+def main():
+    words = sys.argv[1:]
+    selected = [m for m in MUTATIONS if not words or any(w in m[0] for w in words)]
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
+    if not root:
+        print("mutation-check: run it inside the repository", file=sys.stderr)
+        return 2
+    work = tempfile.mkdtemp(prefix="rewind-mutants-")
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
+    env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("MUTANTS_TARGET_DIR", os.path.join(work, "target")))
+    binary = os.path.join(env["CARGO_TARGET_DIR"], "debug", "rewind-conformance")
+    print(f"mutation-check: {len(selected)} mutations in {work}", flush=True)
+    if run(["cargo", "build", "-q", "--bin", "rewind-conformance"], work, env, quiet=False) != 0:
+        return 2
+    if run([binary, "run", "-c", "4"], work, env) != 0:
+        print("mutation-check: the unmutated suite does not pass; fix that first", file=sys.stderr)
+        return 2
+    missed = 0
+    for ident, path, edits, tags in selected:
+        target = os.path.join(work, path)
+        with open(target, encoding="utf-8") as f:
+            original = f.read()
+        mutated = original
+        for old, new in edits:
+            if mutated.count(old) != 1:
+                print(f"  {ident:36} SETUP: `{old}` occurs {mutated.count(old)} times in {path}")
+                return 2
+            mutated = mutated.replace(old, new)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(mutated)
+        started = time.time()
+        try:
+            if run(["cargo", "build", "-q", "--bin", "rewind-conformance"], work, env) != 0:
+                verdict = "BUILD FAILED (mutation is invalid)"
+                missed += 1
+            else:
+                code = run([binary, "run", "-c", "4", "--tags", tags], work, env)
+                verdict = {0: "MISSED", 1: "caught"}.get(code, f"harness error (exit {code})")
+                if code != 1:
+                    missed += 1
+        finally:
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(original)
+        print(f"  {ident:36} {verdict:10} {tags}  ({time.time() - started:.0f}s)", flush=True)
+    print(f"mutation-check: {len(selected) - missed} of {len(selected)} caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
