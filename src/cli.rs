@@ -62,7 +62,7 @@ enum SutKind {
 
 #[derive(Debug, clap::Args)]
 struct Paths {
-    /// Directory of `*.feature` files.
+    /// A `*.feature` file, or a directory of them.
     #[arg(long, default_value = "features")]
     features: PathBuf,
     /// The rule catalog.
@@ -197,7 +197,7 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
     // Unparsable features are bad input: say where, before any PostgreSQL is started.
     let scan = scan_features(&args.paths.features).with_context(|| {
         format!(
-            "reading feature files in `{}` (pass `--features DIR`)",
+            "reading feature files in `{}` (pass `--features DIR|FILE`)",
             args.paths.features.display()
         )
     })?;

@@ -87,6 +87,9 @@ pub async fn apply_rewind(
         recompute::recompute_reply_summary(conn, &cascade.parent_message_id).await?;
     }
     recompute::recompute_scope(conn, primary.scope_id.as_str()).await?;
+    if let Some(thread) = &plan.reply_thread_scope_id {
+        recompute::recompute_thread_parent(conn, thread.as_str()).await?;
+    }
     scrub::delete_consumed_recovery_points(conn, &ids).await?;
     lifecycle::complete(conn, operation_id, &ids).await?;
     tx.commit().await.db("committing the apply transaction")?;

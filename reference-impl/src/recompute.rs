@@ -72,3 +72,21 @@ pub async fn recompute_reply_summary(
     .db("recomputing the reply-thread summary")?;
     Ok(())
 }
+
+/// Recomputes the reply-thread summary on the parent message of reply thread `thread_scope_id`.
+pub async fn recompute_thread_parent(
+    conn: &mut PgConnection,
+    thread_scope_id: &str,
+) -> Result<(), RewindError> {
+    let parent: Option<String> =
+        sqlx::query_scalar("SELECT parent_message_id FROM scopes WHERE id = $1")
+            .bind(thread_scope_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .db("loading the reply thread's parent")?
+            .flatten();
+    match parent {
+        Some(parent) => recompute_reply_summary(conn, &parent).await,
+        None => Ok(()),
+    }
+}

@@ -38,10 +38,14 @@ pub struct FeatureScan {
     pub parse_errors: Vec<String>,
 }
 
-/// Reads every `*.feature` under `dir` (recursively).
-pub fn scan_features(dir: &Path) -> std::io::Result<FeatureScan> {
+/// Reads `path`: one `*.feature` file, or every one under a directory (recursively).
+pub fn scan_features(path: &Path) -> std::io::Result<FeatureScan> {
     let mut files = Vec::new();
-    collect_features(dir, &mut files)?;
+    if path.is_file() {
+        files.push(path.to_path_buf());
+    } else {
+        collect_features(path, &mut files)?;
+    }
     files.sort();
     let mut scan = FeatureScan::default();
     for file in files {

@@ -278,3 +278,28 @@ async fn rows_are(
     );
     Ok(())
 }
+
+/// `Then scope "th-1" is archived` / `is not archived`.
+#[then(regex = r#"^scope "([^"]+)" is (not )?archived$"#)]
+async fn scope_archived(
+    world: &mut RewindWorld,
+    scope: String,
+    negated: String,
+) -> anyhow::Result<()> {
+    let archived: Option<bool> =
+        sqlx::query_scalar("SELECT archived_at IS NOT NULL FROM scopes WHERE id = $1")
+            .bind(&scope)
+            .fetch_optional(world.pool()?)
+            .await
+            .context("reading scopes")?;
+    let archived = archived
+        .ok_or_else(|| anyhow!("scope `{scope}` does not exist (it must never be deleted)"))?;
+    let want = negated.is_empty();
+    ensure!(
+        archived == want,
+        "scopes.archived_at of `{scope}` is {}, expected it {}",
+        if archived { "set" } else { "NULL" },
+        if want { "set" } else { "NULL" }
+    );
+    Ok(())
+}

@@ -1,0 +1,87 @@
+Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
+  A rewind runs along one main line. A reply thread forking from a suffix message
+  blocks the rewind unless it forks from the suffix's last main-line message, in
+  which case the thread is rewound with it, as a cascade, and archived.
+
+  Background:
+    Given the conversation "reply-threads-human"
+
+  @rule:thread.non-tail-fork-blocked @rule:thread.single-mainline @rule:thread.tail-first-error-hint @rule:err.later-reply-thread
+  Scenario: a reply thread on a suffix message before the tail blocks the rewind
+    When human "alice" rewinds to before message "t-2"
+    Then the rewind is refused with "rewind is blocked because a later message has a reply thread"
+    And the database is unchanged
+    And no rewind operation is recorded
+
+  @rule:thread.tail-target-fork-cascades @rule:cascade.child-tombstone-from-seq-one @rule:scope.cascade-from-seq-one @rule:scope.channel-supported
+  Scenario: the target's own tail thread is rewound with it
+    When human "alice" rewinds to before message "t-4"
+    Then the rewind completes
+    And messages "t-4, tt-1, tt-2" are rewound tombstones
+    And messages "t-1, t-2, t-3, tm-1" are untouched
+
+  @rule:thread.tail-target-fork-cascades @rule:scope.cascade-boundary-fields
+  Scenario: a thread on the suffix's last message cascades when the target is earlier
+    When human "alice" rewinds to before message "t-3"
+    Then the rewind completes
+    And messages "t-3, t-4, tt-1, tt-2" are rewound tombstones
+    And scope "th-tail" is archived
+    And scope "th-mid" is not archived
+
+  @rule:thread.cascade-other-human-guard @rule:err.other-human-message
+  Scenario: another human's reply in the cascaded thread blocks the rewind
+    When human "alice" rewinds to before message "b-2"
+    Then the rewind is refused with "rewind is blocked because another human sent a later message"
+    And the database is unchanged
+    And no rewind operation is recorded
+
+  @rule:cascade.archive-child-scope @rule:cascade.no-delete-path
+  Scenario: the cascaded thread is archived, not deleted
+    When human "alice" rewinds to before message "t-4"
+    Then the rewind completes
+    And scope "th-tail" is archived
+    And the "scope_messages" rows where "scope_id" is "th-tail" are:
+      | id   | seq | content |
+      | tt-1 | 1   |         |
+      | tt-2 | 2   |         |
+
+  @rule:cascade.recompute-parent-message-summary @rule:cascade.recompute-parent-scope-summary
+  Scenario: the parent message and the parent scope summaries are recomputed
+    When human "alice" rewinds to before message "t-4"
+    Then the rewind completes
+    And the "scope_messages" rows where "id" is "t-4" are:
+      | reply_count | last_reply_at |
+      | 0           | <null>        |
+    And the "scopes" rows where "id" is "ch-team" are:
+      | latest_seq | visible_message_count | visible_last_message_at |
+      | 4          | 3                     | 2026-01-01 00:03:00+00  |
+
+  @rule:cascade.suppress-child-state-facts
+  Scenario: the cascaded thread's reactions, search docs and activity are scrubbed
+    When human "alice" rewinds to before message "t-4"
+    Then the rewind completes
+    And the "scope_message_reactions" rows where "scope_id" is "th-tail" are:
+      | message_id |
+    And the "scope_message_search_docs" rows where "scope_id" is "th-tail" are:
+      | message_id |
+    And the "scope_activity_events" rows where "scope_id" is "th-tail" are:
+      | message_id | status     |
+      | tt-2       | suppressed |
+    And no transcript or projection holds the canaries of messages "t-4, tt-1, tt-2"
+
+  @rule:scope.reply-thread-supported @rule:recompute.reply-thread-summary @rule:scope.parent-broadcast-not-tombstone
+  Scenario: a rewind inside a reply thread leaves the parent scope alone
+    When human "alice" rewinds to before message "tt-2"
+    Then the rewind completes
+    And messages "tt-2" are rewound tombstones
+    And messages "t-1, t-2, t-3, tt-1" are untouched
+    And scope "th-tail" is not archived
+    And the "scope_messages" rows where "id" is "t-4" are:
+      | content                                | reply_count | last_reply_at          |
+      | Decision: managed hosting CANARY-th-t4d | 1           | 2026-01-01 00:06:00+00 |
+
+  @rule:lifecycle.thread-id-primary-scope @rule:lifecycle.thread-id-no-broadcast
+  Scenario: the operation of a thread rewind belongs to the thread, not its parent
+    When human "alice" rewinds to before message "tt-1"
+    Then the rewind completes
+    And the rewind operation has status "completed"
