@@ -9,12 +9,17 @@ Feature: Recompute and clamp after the tombstone (spec section 6.2)
 
   @rule:recompute.latest-seq-high-water @rule:recompute.latest-global-seq-high-water @rule:recompute.visible-summary-fields
   Scenario: the scope keeps its high-water marks and recounts its visible messages
-    Then the "scopes" rows where "id" is "ch-notes" are:
-      | latest_seq | latest_global_seq | visible_message_count | latest_message_at      | visible_last_message_at |
-      | 6          | 6                 | 3                     | 2026-01-01 00:03:00+00 | 2026-01-01 00:03:00+00  |
+    Then the high-water marks of scope "ch-notes" did not go down
+    And the visible summary of scope "ch-notes" counts only its non-rewound messages
     And the "scopes" rows where "id" is "ch-other" are:
       | latest_seq | latest_global_seq | visible_message_count |
       | 2          | 8                 | 2                     |
+
+  @rule:recompute.no-seq-reuse
+  Scenario: a message sent after the rewind gets a seq above the old high-water mark
+    When human "alice" sends "Back to planning CANARY-nt-new1" in scope "ch-notes"
+    Then the new message's seq is above 6
+    And the visible summary of scope "ch-notes" counts only its non-rewound messages
 
   @rule:recompute.clamp-last-read-seq @rule:recompute.clamp-last-read-global-seq @rule:recompute.clamp-owner-context-dismissed @rule:recompute.scope-read-state @rule:inv.cursors-within-visible-tail
   Scenario: read and dismiss cursors are clamped to the visible tail, lower ones kept

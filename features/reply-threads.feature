@@ -52,9 +52,8 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
     And the "scope_messages" rows where "id" is "t-4" are:
       | reply_count | last_reply_at |
       | 0           | <null>        |
-    And the "scopes" rows where "id" is "ch-team" are:
-      | latest_seq | visible_message_count | visible_last_message_at |
-      | 4          | 3                     | 2026-01-01 00:03:00+00  |
+    And the visible summary of scope "ch-team" counts only its non-rewound messages
+    And the high-water marks of scope "ch-team" did not go down
 
   @rule:cascade.suppress-child-state-facts
   Scenario: the cascaded thread's reactions, search docs and activity are scrubbed

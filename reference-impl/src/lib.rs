@@ -4,14 +4,16 @@
 //! It is the executable reading of the spec and the proof that every conformance scenario can
 //! be satisfied. Modules mirror the spec: [`plan`] (the suffix boundary and scope roles),
 //! [`guards`] (initiation constraints), [`lifecycle`] (the durable operation), [`apply`] (the
-//! one-transaction tombstone) and [`recompute`] (summaries and read-state clamps), joined by
-//! [`Rewinder`].
+//! one-transaction tombstone), [`recompute`] (summaries and read-state clamps) and [`realtime`]
+//! (post-commit invalidation and the rewind notice), joined by [`Rewinder`].
 
 pub mod apply;
 pub mod error;
 pub mod guards;
 pub mod lifecycle;
+pub mod messages;
 pub mod plan;
+pub mod realtime;
 pub mod recompute;
 pub mod scrub;
 mod service;

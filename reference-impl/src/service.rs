@@ -1,11 +1,15 @@
 //! [`Rewinder`]: the rewind use case, from request to completed operation.
 
+use std::sync::Arc;
+
 use sqlx::PgPool;
 
 use crate::apply::apply_rewind;
 use crate::error::{DbContext, RewindError};
 use crate::lifecycle::{self, OperationStatus};
+use crate::messages::{self, NewMessage, Posted};
 use crate::plan;
+use crate::realtime::{self, RealtimeSink};
 
 /// Who asks for the rewind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,12 +48,22 @@ pub struct RewindOutcome {
 #[derive(Debug, Clone)]
 pub struct Rewinder {
     pool: PgPool,
+    sink: Arc<dyn RealtimeSink>,
 }
 
 impl Rewinder {
-    /// A rewinder working on the spec schema behind `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        Rewinder { pool }
+    /// A rewinder working on the spec schema behind `pool`, publishing realtime events to `sink`.
+    pub fn new(pool: PgPool, sink: Arc<dyn RealtimeSink>) -> Self {
+        Rewinder { pool, sink }
+    }
+
+    /// Appends a message (live mode) and publishes its `message.created`.
+    pub async fn post_message(&self, message: &NewMessage) -> Result<Option<Posted>, RewindError> {
+        let posted = messages::post(&self.pool, message).await?;
+        if let Some(posted) = &posted {
+            self.sink.publish(messages::created_event(message, posted));
+        }
+        Ok(posted)
     }
 
     /// Runs the whole rewind: guards, durable operation, restore, apply.
@@ -74,11 +88,20 @@ impl Rewinder {
         }
         let operation_id = lifecycle::begin(&self.pool, &plan).await?;
         match apply_rewind(&self.pool, &plan, &operation_id).await {
-            Ok(rewound_message_ids) => Ok(RewindOutcome {
-                operation_id,
-                status: OperationStatus::Completed,
-                rewound_message_ids,
-            }),
+            Ok(rewound_message_ids) => {
+                // Post-commit: the rewind has happened; a lost notice is recovered by the
+                // refetch that `conversation:rewound` triggers, so it does not fail the rewind.
+                if let Err(e) =
+                    realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id).await
+                {
+                    tracing::warn!(operation_id, "rewind notice not written: {e}");
+                }
+                Ok(RewindOutcome {
+                    operation_id,
+                    status: OperationStatus::Completed,
+                    rewound_message_ids,
+                })
+            }
             Err(err) => {
                 // No runtime was restored in this flow, so the failure is `failed`.
                 let (code, message) = match &err {

@@ -9,7 +9,9 @@ use rewind_conformance::catalog::Catalog;
 use rewind_conformance::fixtures::Fixture;
 use rewind_conformance::inspect::DbSnapshot;
 use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
-use rewind_conformance::sut::{ConversationApi, RewindRequest, RewindResponse, SystemUnderTest};
+use rewind_conformance::sut::{
+    ConversationApi, RealtimeEvent, RewindRequest, RewindResponse, SentMessage, SystemUnderTest,
+};
 use sqlx::PgPool;
 
 /// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
@@ -67,6 +69,10 @@ pub struct RewindWorld {
     pub last: Option<(RewindRequest, RewindResponse)>,
     /// The statement-log position just before the last `When`.
     pub log_mark: Option<i64>,
+    /// Every realtime event the implementation published during the scenario.
+    pub events: Vec<RealtimeEvent>,
+    /// The last message sent in live mode.
+    pub sent: Option<SentMessage>,
 }
 
 impl std::fmt::Debug for RewindWorld {
@@ -98,6 +104,13 @@ impl RewindWorld {
             .as_ref()
             .map(|(_, r)| r)
             .ok_or_else(|| anyhow!("no rewind was attempted in this scenario"))
+    }
+
+    /// Collects the events the implementation published since the last collection.
+    pub async fn collect_events(&mut self) -> anyhow::Result<()> {
+        let events = self.attached()?.api.take_events().await?;
+        self.events.extend(events);
+        Ok(())
     }
 
     /// Captures the whole database.

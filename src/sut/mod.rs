@@ -63,6 +63,40 @@ pub enum RewindResponse {
     },
 }
 
+/// A message to append in live mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessage {
+    /// The author (a human or an agent).
+    pub actor: Actor,
+    /// The scope to append to.
+    pub scope_id: String,
+    /// The content.
+    pub content: String,
+}
+
+/// Where a sent message landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentMessage {
+    /// The new `scope_messages.id`.
+    pub message_id: String,
+    /// Its scope-local seq.
+    pub seq: i64,
+}
+
+/// A realtime event the implementation published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RealtimeEvent {
+    /// The event name (`conversation:rewound`, `message.created`).
+    pub name: String,
+    /// The scope it was published to.
+    pub scope_id: String,
+    /// Its payload.
+    pub payload: serde_json::Value,
+}
+
 /// What an implementation declares it supports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -116,6 +150,12 @@ pub trait SystemUnderTest: Send + Sync {
 pub trait ConversationApi: Send + Sync {
     /// Asks for a rewind.
     async fn rewind(&self, request: &RewindRequest) -> Result<RewindResponse, SutError>;
+
+    /// Appends a message in live mode (publishing its `message.created`).
+    async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError>;
+
+    /// Takes the realtime events published since the last call, in publication order.
+    async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError>;
 
     /// Releases what the handle holds (connections); called at the end of each scenario.
     async fn detach(&self);

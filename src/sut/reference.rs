@@ -1,12 +1,16 @@
 //! [`ReferenceSut`]: the in-process adapter for the `rewind-reference` crate.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use rewind_reference::messages::{Author, NewMessage};
+use rewind_reference::realtime::MemorySink;
 use rewind_reference::{RewindCommand, RewindError, Rewinder};
 use sqlx::PgPool;
 
 use super::{
-    Actor, CapabilityProfile, ConversationApi, RewindRequest, RewindResponse, SutError,
-    SystemUnderTest,
+    Actor, CapabilityProfile, ConversationApi, RealtimeEvent, RewindRequest, RewindResponse,
+    SendMessage, SentMessage, SutError, SystemUnderTest,
 };
 use crate::postgres::ScenarioDatabase;
 
@@ -32,8 +36,10 @@ impl SystemUnderTest for ReferenceSut {
             database: db.name.clone(),
             detail: e.to_string(),
         })?;
+        let sink = Arc::new(MemorySink::default());
         Ok(Box::new(ReferenceApi {
-            rewinder: Rewinder::new(pool.clone()),
+            rewinder: Rewinder::new(pool.clone(), sink.clone()),
+            sink,
             pool,
         }))
     }
@@ -41,7 +47,15 @@ impl SystemUnderTest for ReferenceSut {
 
 struct ReferenceApi {
     rewinder: Rewinder,
+    sink: Arc<MemorySink>,
     pool: PgPool,
+}
+
+fn internal(detail: impl std::fmt::Display) -> SutError {
+    SutError::Internal {
+        sut: NAME.to_owned(),
+        detail: detail.to_string(),
+    }
 }
 
 #[async_trait]
@@ -70,11 +84,45 @@ impl ConversationApi for ReferenceApi {
                 message: error.to_string(),
                 operation_id,
             }),
-            Err(other) => Err(SutError::Internal {
-                sut: NAME.to_owned(),
-                detail: other.to_string(),
-            }),
+            Err(other) => Err(internal(other)),
         }
+    }
+
+    async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {
+        let author = match &message.actor {
+            Actor::Human(id) => Author::Human(id.clone()),
+            Actor::Agent(id) => Author::Agent(id.clone()),
+            Actor::System => Author::System,
+        };
+        let new = NewMessage {
+            scope_id: message.scope_id.clone(),
+            author,
+            content: message.content.clone(),
+            client_message_id: None,
+            metadata: serde_json::json!({}),
+            fanout: true,
+        };
+        match self.rewinder.post_message(&new).await {
+            Ok(Some(posted)) => Ok(SentMessage {
+                message_id: posted.id,
+                seq: posted.seq,
+            }),
+            Ok(None) => Err(internal("the message was not written")),
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError> {
+        Ok(self
+            .sink
+            .take()
+            .into_iter()
+            .map(|e| RealtimeEvent {
+                name: e.name,
+                scope_id: e.scope_id,
+                payload: e.payload,
+            })
+            .collect())
     }
 
     async fn detach(&self) {

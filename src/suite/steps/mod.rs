@@ -6,6 +6,7 @@
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
 mod given;
+mod realtime;
 mod scrub;
 mod then;
 mod when;

@@ -40,8 +40,8 @@ fn canaries(text: &str) -> Vec<String> {
     out
 }
 
-/// The message rows of a snapshot as JSON objects, by id.
-fn message_rows(snapshot: &DbSnapshot) -> Vec<serde_json::Value> {
+/// The message rows of a snapshot as JSON objects.
+pub(super) fn message_rows(snapshot: &DbSnapshot) -> Vec<serde_json::Value> {
     snapshot
         .tables
         .get("scope_messages")
@@ -51,6 +51,20 @@ fn message_rows(snapshot: &DbSnapshot) -> Vec<serde_json::Value> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The canaries in the content that `ids` had in `snapshot`.
+pub(super) fn canaries_of(snapshot: &DbSnapshot, ids: &BTreeSet<String>) -> BTreeSet<String> {
+    message_rows(snapshot)
+        .iter()
+        .filter(|r| {
+            r.get("id")
+                .and_then(|v| v.as_str())
+                .is_some_and(|id| ids.contains(id))
+        })
+        .filter_map(|r| r.get("content").and_then(|v| v.as_str()))
+        .flat_map(canaries)
+        .collect()
 }
 
 /// Delivery evidence the spec keeps as history (suppressed or delivered rows may still quote the

@@ -303,3 +303,69 @@ async fn scope_archived(
     );
     Ok(())
 }
+
+/// `latest_seq` / `latest_global_seq` of the scope are at least what they were before.
+#[then(expr = "the high-water marks of scope {string} did not go down")]
+async fn high_water_kept(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let was = before
+        .tables
+        .get("scopes")
+        .into_iter()
+        .flatten()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .find(|r| r.get("id").and_then(|v| v.as_str()) == Some(scope.as_str()))
+        .ok_or_else(|| anyhow!("scope `{scope}` did not exist before"))?;
+    let (seq, gseq): (i64, i64) =
+        sqlx::query_as("SELECT latest_seq, latest_global_seq FROM scopes WHERE id = $1")
+            .bind(&scope)
+            .fetch_one(world.pool()?)
+            .await
+            .context("reading scopes")?;
+    let old_seq = was.get("latest_seq").and_then(|v| v.as_i64()).unwrap_or(0);
+    let old_gseq = was
+        .get("latest_global_seq")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
+    ensure!(
+        seq >= old_seq && gseq >= old_gseq,
+        "scopes `{scope}`: latest_seq {old_seq} -> {seq}, latest_global_seq {old_gseq} -> {gseq}; \
+         high-water marks must never go down"
+    );
+    Ok(())
+}
+
+type Time = Option<chrono::DateTime<chrono::Utc>>;
+
+/// `visible_message_count`, `latest_message_at` and `visible_last_message_at` match the scope's
+/// non-rewound messages.
+#[then(expr = "the visible summary of scope {string} counts only its non-rewound messages")]
+async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
+    let row: (i32, Time, Time, i64, Time) = sqlx::query_as(
+        "SELECT s.visible_message_count, s.latest_message_at, s.visible_last_message_at, \
+                    (SELECT count(*) FROM scope_messages m WHERE m.scope_id = s.id \
+                       AND coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'rewound'), \
+                    (SELECT max(m.created_at) FROM scope_messages m WHERE m.scope_id = s.id \
+                       AND coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'rewound') \
+             FROM scopes s WHERE s.id = $1",
+    )
+    .bind(&scope)
+    .fetch_optional(world.pool()?)
+    .await
+    .context("reading scopes")?
+    .ok_or_else(|| anyhow!("scope `{scope}` does not exist"))?;
+    let (count, latest_at, visible_at, visible, last_at) = row;
+    ensure!(
+        i64::from(count) == visible,
+        "scopes.visible_message_count of `{scope}` is {count}, but it has {visible} non-rewound messages"
+    );
+    ensure!(
+        latest_at == last_at && visible_at == last_at,
+        "scopes `{scope}`: latest_message_at {latest_at:?} and visible_last_message_at {visible_at:?} \
+         should both be the last non-rewound message's time {last_at:?}"
+    );
+    Ok(())
+}

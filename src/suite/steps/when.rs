@@ -2,7 +2,7 @@
 
 use anyhow::{anyhow, Context as _};
 use cucumber::when;
-use rewind_conformance::sut::{Actor, RewindRequest};
+use rewind_conformance::sut::{Actor, RewindRequest, SendMessage};
 
 use crate::suite::world::RewindWorld;
 
@@ -30,7 +30,7 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
     drop(conn);
     let response = world.attached()?.api.rewind(&request).await?;
     world.last = Some((request, response));
-    Ok(())
+    world.collect_events().await
 }
 
 fn actor(kind: &str, id: String) -> anyhow::Result<Actor> {
@@ -87,4 +87,23 @@ async fn system_rewinds(world: &mut RewindWorld, message: String) -> anyhow::Res
         target_message_id: message,
     };
     rewind(world, request).await
+}
+
+/// `When human "alice" sends "hello" in scope "dm-1"`: a live message.
+#[when(regex = r#"^(human|agent) "([^"]+)" sends "([^"]*)" in scope "([^"]+)"$"#)]
+async fn sends(
+    world: &mut RewindWorld,
+    kind: String,
+    who: String,
+    content: String,
+    scope_id: String,
+) -> anyhow::Result<()> {
+    let message = SendMessage {
+        actor: actor(&kind, who)?,
+        scope_id,
+        content,
+    };
+    let sent = world.attached()?.api.send_message(&message).await?;
+    world.sent = Some(sent);
+    world.collect_events().await
 }

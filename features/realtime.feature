@@ -1,0 +1,55 @@
+Feature: Realtime and API behaviour after a rewind (spec section 8)
+  A successful rewind publishes one coarse `conversation:rewound` invalidation to
+  the broadcast scope and posts one system notice in the primary scope; neither,
+  nor the API answer, carries the rewound content.
+
+  @rule:realtime.conversation-rewound @rule:realtime.post-commit @rule:realtime.payload-invalidation-only @rule:realtime.payload-no-suffix-content
+  Scenario: a channel rewind invalidates the channel without quoting the suffix
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    And a "conversation:rewound" event was published to scope "ch-notes"
+    And the conversation:rewound payload carries no suffix content
+
+  @rule:realtime.conversation-rewound @rule:scope.parent-broadcast-not-tombstone
+  Scenario: a reply-thread rewind invalidates the thread's parent scope
+    Given the conversation "reply-threads-human"
+    When human "alice" rewinds to before message "tt-2"
+    Then the rewind completes
+    And a "conversation:rewound" event was published to scope "ch-team"
+
+  @rule:realtime.notice-system-message @rule:realtime.notice-message-created @rule:realtime.notice-idempotent-client-id @rule:realtime.notice-no-suffix-text
+  Scenario: the rewind posts one system notice in the primary scope
+    Given the conversation "dm-two-humans"
+    When human "alice" rewinds to before message "h-m4"
+    Then the rewind completes
+    And a rewind notice was posted in scope "dm-alice-bob"
+
+  @rule:realtime.notice-system-message
+  Scenario: a thread rewind's notice goes to the thread, not its parent
+    Given the conversation "reply-threads-human"
+    When human "alice" rewinds to before message "tt-2"
+    Then the rewind completes
+    And a rewind notice was posted in scope "th-tail"
+
+  @rule:realtime.not-other-event @rule:realtime.notice-no-notification @rule:realtime.notice-no-agent-wake @rule:inv.no-side-records
+  Scenario: the rewind and its notice create no activity, delivery or stream rows
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    And the rewind created no activity, delivery or stream rows
+
+  @rule:realtime.api-rewound-ids-coarse @rule:realtime.api-no-rewound-content
+  Scenario: the API answer names at most the rewound ids, never their content
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    And the answer carries no suffix content
+
+  @rule:realtime.failure-specific-errors
+  Scenario: a refused rewind publishes nothing
+    Given the conversation "dm-two-humans"
+    When human "alice" rewinds to before message "h-m1"
+    Then the rewind is refused with "rewind is blocked because another human sent a later message"
+    And no "conversation:rewound" event was published
+    And no "message.created" event was published

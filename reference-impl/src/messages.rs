@@ -1,0 +1,159 @@
+//! [`post`]: appending a message to a scope (live mode), above the physical high-water marks.
+
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::error::{DbContext, RewindError};
+use crate::realtime::RealtimeEvent;
+
+/// Who writes a new message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Author {
+    /// A human (`users.id`).
+    Human(String),
+    /// An agent (`agents.id`).
+    Agent(String),
+    /// The system.
+    System,
+}
+
+/// A message to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    /// The scope to append to.
+    pub scope_id: String,
+    /// The author.
+    pub author: Author,
+    /// The content.
+    pub content: String,
+    /// An idempotency key: a second post with the same key in the scope writes nothing.
+    pub client_message_id: Option<String>,
+    /// Metadata to store.
+    pub metadata: serde_json::Value,
+    /// Whether to queue delivery (fanout rows to the other members). The rewind notice does not.
+    pub fanout: bool,
+}
+
+/// Where a posted message landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posted {
+    /// The new message id.
+    pub id: String,
+    /// Its scope-local seq.
+    pub seq: i64,
+    /// Its workspace-global seq.
+    pub global_seq: i64,
+}
+
+/// Appends `message`; returns `None` when its client message id already exists in the scope.
+///
+/// The seq is one above the scope's `latest_seq` high-water mark and the global seq one above the
+/// workspace's, so a message after a rewind never reuses a rewound seq.
+pub async fn post(pool: &PgPool, message: &NewMessage) -> Result<Option<Posted>, RewindError> {
+    let mut tx = pool.begin().await.db("beginning the post transaction")?;
+    let scope: Option<(String, i64)> =
+        sqlx::query_as("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE")
+            .bind(&message.scope_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .db("locking the scope")?;
+    let Some((workspace_id, latest_seq)) = scope else {
+        return Err(RewindError::Database {
+            action: "posting a message",
+            source: sqlx::Error::RowNotFound,
+        });
+    };
+    if let Some(client_id) = &message.client_message_id {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM scope_messages WHERE scope_id = $1 AND client_message_id = $2)",
+        )
+        .bind(&message.scope_id)
+        .bind(client_id)
+        .fetch_one(&mut *tx)
+        .await
+        .db("checking the client message id")?;
+        if exists {
+            return Ok(None);
+        }
+    }
+    let global_seq: i64 = sqlx::query_scalar(
+        "UPDATE workspaces SET latest_global_seq = latest_global_seq + 1 WHERE id = $1 \
+         RETURNING latest_global_seq",
+    )
+    .bind(&workspace_id)
+    .fetch_one(&mut *tx)
+    .await
+    .db("allocating a global seq")?;
+    let seq = latest_seq + 1;
+    let id = uuid::Uuid::now_v7().to_string();
+    let (kind, user, agent) = match &message.author {
+        Author::Human(u) => ("human", Some(u.as_str()), None),
+        Author::Agent(a) => ("agent", None, Some(a.as_str())),
+        Author::System => ("system", None, None),
+    };
+    sqlx::query(
+        "INSERT INTO scope_messages (id, workspace_id, scope_id, seq, global_seq, author_kind, \
+         author_user_id, author_agent_id, content, metadata, client_message_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&id)
+    .bind(&workspace_id)
+    .bind(&message.scope_id)
+    .bind(seq)
+    .bind(global_seq)
+    .bind(kind)
+    .bind(user)
+    .bind(agent)
+    .bind(&message.content)
+    .bind(&message.metadata)
+    .bind(&message.client_message_id)
+    .execute(&mut *tx)
+    .await
+    .db("inserting the message")?;
+    sqlx::query(
+        "UPDATE scopes SET latest_seq = $2, latest_global_seq = greatest(latest_global_seq, $3), \
+         latest_message_at = now(), visible_last_message_at = now(), \
+         visible_message_count = visible_message_count + 1 WHERE id = $1",
+    )
+    .bind(&message.scope_id)
+    .bind(seq)
+    .bind(global_seq)
+    .execute(&mut *tx)
+    .await
+    .db("updating the scope summary")?;
+    if message.fanout {
+        sqlx::query(
+            "INSERT INTO scope_fanout_outbox (scope_id, message_id, recipient_kind, recipient_id, status) \
+             SELECT $1, $2, member_kind, coalesce(user_id, agent_id), 'pending' \
+             FROM scope_memberships WHERE scope_id = $1 \
+             AND coalesce(user_id, agent_id) IS DISTINCT FROM coalesce($3, $4)",
+        )
+        .bind(&message.scope_id)
+        .bind(&id)
+        .bind(user)
+        .bind(agent)
+        .execute(&mut *tx)
+        .await
+        .db("queueing delivery")?;
+    }
+    tx.commit().await.db("committing the post")?;
+    Ok(Some(Posted {
+        id,
+        seq,
+        global_seq,
+    }))
+}
+
+/// The `message.created` event announcing `posted`.
+pub fn created_event(message: &NewMessage, posted: &Posted) -> RealtimeEvent {
+    RealtimeEvent {
+        name: "message.created".to_owned(),
+        scope_id: message.scope_id.clone(),
+        payload: json!({
+            "messageId": posted.id,
+            "scopeId": message.scope_id,
+            "seq": posted.seq,
+            "clientMessageId": message.client_message_id,
+        }),
+    }
+}

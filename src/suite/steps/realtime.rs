@@ -1,0 +1,285 @@
+//! Then steps about what the implementation announced: realtime events, the rewind notice, the
+//! API answer, and the rows a rewind must not create.
+
+use std::collections::BTreeSet;
+
+use anyhow::{anyhow, ensure, Context as _};
+use cucumber::then;
+use rewind_conformance::sut::RewindResponse;
+
+use super::scrub::{canaries_of, message_rows};
+use crate::suite::world::RewindWorld;
+
+/// Keys that would carry suffix content or per-surface facts inside an invalidation payload.
+const CONTENT_KEYS: &[&str] = &[
+    "content",
+    "body",
+    "messages",
+    "attachments",
+    "reactions",
+    "snippet",
+    "snippets",
+    "preview",
+    "patch",
+    "tombstones",
+    "sources",
+];
+
+fn keys(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                keys(v, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| keys(v, out)),
+        _ => {}
+    }
+}
+
+/// The messages the last rewind turned into tombstones.
+async fn newly_rewound(world: &RewindWorld) -> anyhow::Result<BTreeSet<String>> {
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let was: BTreeSet<String> = message_rows(before)
+        .into_iter()
+        .filter(|r| {
+            r.pointer("/metadata/messageRecall/status")
+                .and_then(|s| s.as_str())
+                == Some("rewound")
+        })
+        .filter_map(|r| r.get("id").and_then(|v| v.as_str()).map(str::to_owned))
+        .collect();
+    let now: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM scope_messages m WHERE m.metadata #>> '{messageRecall,status}' = 'rewound'",
+    )
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading scope_messages")?;
+    Ok(now.into_iter().filter(|id| !was.contains(id)).collect())
+}
+
+/// Exactly one `conversation:rewound` was published, to this scope.
+#[then(expr = "a {string} event was published to scope {string}")]
+async fn event_published(
+    world: &mut RewindWorld,
+    name: String,
+    scope: String,
+) -> anyhow::Result<()> {
+    let matching: Vec<_> = world.events.iter().filter(|e| e.name == name).collect();
+    ensure!(
+        matching.len() == 1,
+        "expected one `{name}` event, got {} (events: {:?})",
+        matching.len(),
+        world
+            .events
+            .iter()
+            .map(|e| format!("{} -> {}", e.name, e.scope_id))
+            .collect::<Vec<_>>()
+    );
+    ensure!(
+        matching[0].scope_id == scope,
+        "`{name}` went to scope `{}`, expected `{scope}`",
+        matching[0].scope_id
+    );
+    Ok(())
+}
+
+/// No event of this name was published.
+#[then(expr = "no {string} event was published")]
+async fn no_event(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
+    let count = world.events.iter().filter(|e| e.name == name).count();
+    ensure!(
+        count == 0,
+        "{count} `{name}` events were published, expected none"
+    );
+    Ok(())
+}
+
+/// The `conversation:rewound` payload is an invalidation: no suffix content, no content keys.
+#[then("the conversation:rewound payload carries no suffix content")]
+async fn rewound_payload_clean(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let event = world
+        .events
+        .iter()
+        .find(|e| e.name == "conversation:rewound")
+        .ok_or_else(|| anyhow!("no `conversation:rewound` event was published"))?;
+    let suffix = newly_rewound(world).await?;
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let text = event.payload.to_string();
+    for token in canaries_of(before, &suffix) {
+        ensure!(
+            !text.contains(&token),
+            "the payload quotes `{token}`: {text}"
+        );
+    }
+    let mut found = Vec::new();
+    keys(&event.payload, &mut found);
+    let bad: Vec<&String> = found
+        .iter()
+        .filter(|k| CONTENT_KEYS.contains(&k.as_str()))
+        .collect();
+    ensure!(
+        bad.is_empty(),
+        "the payload carries content or per-surface keys {bad:?}: {text}"
+    );
+    Ok(())
+}
+
+/// The rewind notice: one `system` message with client id `rewind-notice:<operation>`, above the
+/// old high-water mark, free of suffix text, announced with `message.created`.
+#[then(expr = "a rewind notice was posted in scope {string}")]
+async fn notice_posted(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
+    let operation = match world.last_response()? {
+        RewindResponse::Completed { operation_id, .. } => operation_id.clone(),
+        other => return Err(anyhow!("the rewind did not complete: {other:?}")),
+    };
+    let client_id = format!("rewind-notice:{operation}");
+    let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+        "SELECT id, scope_id, author_kind, seq FROM scope_messages WHERE client_message_id = $1",
+    )
+    .bind(&client_id)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading scope_messages")?;
+    ensure!(
+        rows.len() == 1,
+        "expected one message with client id `{client_id}`, found {}",
+        rows.len()
+    );
+    let (id, scope_id, author_kind, seq) = &rows[0];
+    ensure!(
+        *scope_id == scope,
+        "the notice is in scope `{scope_id}`, expected `{scope}`"
+    );
+    ensure!(
+        author_kind == "system",
+        "the notice's author_kind is `{author_kind}`, expected `system`"
+    );
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let high_water = message_rows(before)
+        .iter()
+        .filter(|r| r.get("scope_id").and_then(|v| v.as_str()) == Some(scope.as_str()))
+        .filter_map(|r| r.get("seq").and_then(|v| v.as_i64()))
+        .max()
+        .unwrap_or(0);
+    ensure!(
+        *seq > high_water,
+        "the notice has seq {seq}, not above the old high-water {high_water}"
+    );
+    let content: String = sqlx::query_scalar("SELECT content FROM scope_messages WHERE id = $1")
+        .bind(id)
+        .fetch_one(world.pool()?)
+        .await
+        .context("reading the notice")?;
+    ensure!(
+        !content.trim().is_empty(),
+        "the notice is empty: it must tell humans what happened"
+    );
+    let suffix = newly_rewound(world).await?;
+    for token in canaries_of(before, &suffix) {
+        ensure!(
+            !content.contains(&token),
+            "the notice quotes the rewound `{token}`"
+        );
+    }
+    let announced = world.events.iter().any(|e| {
+        e.name == "message.created"
+            && e.scope_id == scope
+            && e.payload.to_string().contains(id.as_str())
+    });
+    ensure!(
+        announced,
+        "no `message.created` event in `{scope}` names the notice `{id}`"
+    );
+    Ok(())
+}
+
+/// The rewind added no activity event, fanout row or durable stream event (rows that existed
+/// before may have changed status).
+#[then("the rewind created no activity, delivery or stream rows")]
+async fn no_side_rows(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let after = world.snapshot().await?;
+    let ids = |rows: Option<&Vec<String>>| -> BTreeSet<String> {
+        rows.into_iter()
+            .flatten()
+            .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+            .filter_map(|v| v.get("id").map(|i| i.to_string()))
+            .collect()
+    };
+    for table in [
+        "scope_activity_events",
+        "scope_fanout_outbox",
+        "im_stream_events",
+    ] {
+        let was = ids(before.tables.get(table));
+        let now = ids(after.tables.get(table));
+        let added: Vec<&String> = now.difference(&was).collect();
+        ensure!(
+            added.is_empty(),
+            "the rewind added rows to `{table}`: ids {added:?}"
+        );
+    }
+    Ok(())
+}
+
+/// The API answer quotes no suffix content; its `rewoundMessageIds`, when given, are exactly the
+/// tombstoned messages.
+#[then("the answer carries no suffix content")]
+async fn answer_clean(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let response = world.last_response()?.clone();
+    let suffix = newly_rewound(world).await?;
+    let before = world
+        .before
+        .as_ref()
+        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let text = serde_json::to_string(&response).context("serialising the answer")?;
+    for token in canaries_of(before, &suffix) {
+        ensure!(
+            !text.contains(&token),
+            "the answer quotes the rewound `{token}`: {text}"
+        );
+    }
+    if let RewindResponse::Completed {
+        rewound_message_ids,
+        ..
+    } = &response
+    {
+        if !rewound_message_ids.is_empty() {
+            let reported: BTreeSet<String> = rewound_message_ids.iter().cloned().collect();
+            ensure!(
+                reported == suffix,
+                "rewoundMessageIds {reported:?} differ from the tombstoned messages {suffix:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The last live message landed above this seq.
+#[then(expr = "the new message's seq is above {int}")]
+async fn seq_above(world: &mut RewindWorld, floor: i64) -> anyhow::Result<()> {
+    let sent = world
+        .sent
+        .as_ref()
+        .ok_or_else(|| anyhow!("no message was sent in this scenario"))?;
+    ensure!(
+        sent.seq > floor,
+        "the new message got seq {}, not above {floor}",
+        sent.seq
+    );
+    Ok(())
+}
