@@ -10,7 +10,8 @@ use rewind_conformance::fixtures::Fixture;
 use rewind_conformance::inspect::DbSnapshot;
 use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
 use rewind_conformance::sut::{
-    ConversationApi, RealtimeEvent, RewindRequest, RewindResponse, SentMessage, SystemUnderTest,
+    ConversationApi, RealtimeEvent, RewindRequest, RewindResponse, SentMessage, SutError,
+    SystemUnderTest,
 };
 use sqlx::PgPool;
 
@@ -53,7 +54,7 @@ pub struct Attached {
     /// The harness's own connections, for seeding and inspection.
     pub pool: PgPool,
     /// The implementation, attached to `db`.
-    pub api: Box<dyn ConversationApi>,
+    pub api: Arc<dyn ConversationApi>,
 }
 
 /// The state of one scenario.
@@ -73,6 +74,13 @@ pub struct RewindWorld {
     pub events: Vec<RealtimeEvent>,
     /// The last message sent in live mode.
     pub sent: Option<SentMessage>,
+    /// A transaction the harness holds open (row locks) to stage a race.
+    pub held: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    /// A rewind started in the background, not yet awaited.
+    pub started: Option<(
+        RewindRequest,
+        tokio::task::JoinHandle<Result<RewindResponse, SutError>>,
+    )>,
 }
 
 impl std::fmt::Debug for RewindWorld {
@@ -127,6 +135,13 @@ impl RewindWorld {
 
     /// Releases the scenario's database (dropped unless the run keeps databases).
     pub async fn teardown(&mut self) {
+        // Release a staged race first, so nothing waits on the harness's locks.
+        if let Some(held) = self.held.take() {
+            let _ = held.rollback().await;
+        }
+        if let Some((_, task)) = self.started.take() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;
+        }
         let Some(attached) = self.attached.take() else {
             return;
         };

@@ -40,7 +40,7 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     if let Ok(mut times) = ctx.isolation_times.lock() {
         times.push((db.clone_time, started.elapsed()));
     }
-    let api = ctx.sut.attach(&db).await?;
+    let api = std::sync::Arc::from(ctx.sut.attach(&db).await?);
     world.attached = Some(Attached { db, pool, api });
     world.fixture = Some(name);
     Ok(())

@@ -6,6 +6,7 @@
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
 mod given;
+mod race;
 mod realtime;
 mod scrub;
 mod then;

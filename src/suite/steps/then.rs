@@ -369,3 +369,42 @@ async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Resu
     );
     Ok(())
 }
+
+/// The operation recorded for the rewind targeting this message has this status.
+#[then(expr = "the operation targeting {string} is {string}")]
+async fn operation_targeting(
+    world: &mut RewindWorld,
+    message: String,
+    expected: String,
+) -> anyhow::Result<()> {
+    let statuses: Vec<String> = sqlx::query_scalar(
+        "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
+    )
+    .bind(&message)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading rewind_operations")?;
+    ensure!(
+        statuses.last() == Some(&expected),
+        "rewind_operations targeting `{message}`: statuses {statuses:?}, expected the last to be `{expected}`"
+    );
+    Ok(())
+}
+
+/// Every recorded operation has one of the spec's four statuses.
+#[then("every rewind operation has a status of the spec")]
+async fn statuses_in_set(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT DISTINCT status FROM rewind_operations")
+        .fetch_all(world.pool()?)
+        .await
+        .context("reading rewind_operations")?;
+    let odd: Vec<&String> = statuses
+        .iter()
+        .filter(|s| !["preparing", "completed", "failed", "repair_required"].contains(&s.as_str()))
+        .collect();
+    ensure!(
+        odd.is_empty(),
+        "rewind_operations.status values outside the spec's set: {odd:?}"
+    );
+    Ok(())
+}

@@ -1,5 +1,8 @@
 //! When steps: the operations a scenario performs.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use anyhow::{anyhow, Context as _};
 use cucumber::when;
 use rewind_conformance::sut::{Actor, RewindRequest, SendMessage};
@@ -15,7 +18,11 @@ async fn scope_of(world: &RewindWorld, message_id: &str) -> anyhow::Result<Strin
         .ok_or_else(|| anyhow!("message `{message_id}` is not in the scenario's conversation"))
 }
 
-async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Result<()> {
+/// How long a rewind may take before the harness calls it hung.
+pub(crate) const REWIND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Remembers the database and the statement-log position before an operation.
+async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.before = Some(world.snapshot().await?);
     let mut conn = world
         .pool()?
@@ -27,8 +34,67 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
             .await
             .context("reading the statement log")?,
     );
-    drop(conn);
-    let response = world.attached()?.api.rewind(&request).await?;
+    Ok(())
+}
+
+async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Result<()> {
+    // A rewind racing a started one keeps the snapshot taken before the first.
+    if world.started.is_none() {
+        mark_before(world).await?;
+    }
+    let api = Arc::clone(&world.attached()?.api);
+    let response = tokio::time::timeout(REWIND_TIMEOUT, api.rewind(&request))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "the rewind did not answer within {}s (is it waiting on another operation \
+                 instead of refusing?)",
+                REWIND_TIMEOUT.as_secs()
+            )
+        })??;
+    world.last = Some((request, response));
+    world.collect_events().await
+}
+
+/// `When human "alice" starts rewinding to before message "n-4"`: in the background, so that a
+/// scenario can act while it runs (typically while it waits on a lock the harness holds).
+#[when(regex = r#"^(human|agent) "([^"]+)" starts rewinding to before message "([^"]+)"$"#)]
+async fn starts_rewinding(
+    world: &mut RewindWorld,
+    kind: String,
+    who: String,
+    message: String,
+) -> anyhow::Result<()> {
+    let scope_id = scope_of(world, &message).await?;
+    let request = RewindRequest {
+        actor: actor(&kind, who)?,
+        scope_id,
+        target_message_id: message,
+    };
+    mark_before(world).await?;
+    let api = Arc::clone(&world.attached()?.api);
+    let background = request.clone();
+    let task = tokio::spawn(async move { api.rewind(&background).await });
+    world.started = Some((request, task));
+    Ok(())
+}
+
+/// Awaits the rewind started in the background; its answer becomes the scenario's last answer.
+#[when("the started rewind finishes")]
+async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let (request, task) = world
+        .started
+        .take()
+        .ok_or_else(|| anyhow!("no rewind was started in the background"))?;
+    let response = tokio::time::timeout(REWIND_TIMEOUT, task)
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "the started rewind did not finish within {}s",
+                REWIND_TIMEOUT.as_secs()
+            )
+        })?
+        .context("the started rewind panicked")??;
     world.last = Some((request, response));
     world.collect_events().await
 }
