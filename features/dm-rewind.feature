@@ -7,7 +7,7 @@ Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
   Background:
     Given the conversation "dm-two-humans"
 
-  @rule:apply.tombstone-suffix @rule:inv.no-physical-delete @rule:sem.rewound-status-marker @rule:sem.rewound-not-recalled
+  @rule:apply.tombstone-suffix @rule:inv.no-physical-delete @rule:sem.rewound-status-marker @rule:sem.rewound-not-recalled @rule:sem.tombstone-target-and-suffix @rule:scope.primary-first-is-target @rule:scope.primary-from-seq-is-target-seq
   Scenario: alice rewinds her own trailing messages
     When human "alice" rewinds to before message "h-m4"
     Then the rewind completes
@@ -20,7 +20,7 @@ Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
     Then the rewind completes
     And the rewind operation has status "completed"
 
-  @rule:apply.tombstone-suffix @rule:scope.dm-supported
+  @rule:apply.tombstone-suffix @rule:scope.dm-supported @rule:scope.scope-id-transaction-boundary
   Scenario: only the rewound scope's rows change
     When human "alice" rewinds to before message "h-m6"
     Then the rewind completes
@@ -34,3 +34,14 @@ Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
       | h-m5      | 9   | And move the appendix up CANARY-2h-0a9e77                   |
       | h-m6      | 10  |                                                             |
       | h-rewound | 5   |                                                             |
+
+  @rule:inv.no-membership-change @rule:inv.no-private-grant-change @rule:inv.cursors-within-visible-tail
+  Scenario: membership, grants and cursors after a rewind
+    When human "alice" rewinds to before message "h-m3"
+    Then the rewind completes
+    And no membership or private grant changed
+    And no cursor is past its scope's visible tail
+    And the "scope_memberships" rows where "scope_id" is "dm-alice-bob" are:
+      | user_id | last_read_seq | last_read_global_seq |
+      | alice   | 3             | 3                    |
+      | bob     | 3             | 3                    |

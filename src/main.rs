@@ -4,5 +4,11 @@ mod cli;
 mod suite;
 
 fn main() -> std::process::ExitCode {
+    // Behave like other Unix tools when the reader of stdout goes away (`... | head`): end
+    // quietly instead of panicking on a failed print.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     cli::main()
 }

@@ -8,6 +8,7 @@
 //! (post-commit invalidation and the rewind notice), joined by [`Rewinder`].
 
 pub mod apply;
+pub mod capabilities;
 pub mod error;
 pub mod guards;
 pub mod lifecycle;
@@ -15,6 +16,7 @@ pub mod messages;
 pub mod plan;
 pub mod realtime;
 pub mod recompute;
+pub mod recovery;
 pub mod scrub;
 mod service;
 pub mod sql;

@@ -10,6 +10,7 @@ use crate::lifecycle::{self, OperationStatus};
 use crate::messages::{self, NewMessage, Posted};
 use crate::plan;
 use crate::realtime::{self, RealtimeSink};
+use crate::recovery;
 
 /// Who asks for the rewind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,11 @@ impl Rewinder {
             .await?
         };
         if !plan.related_agent_ids.is_empty() {
+            let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
+            recovery::validate_related_agents(&mut conn, &plan.boundary, &plan.related_agent_ids)
+                .await?;
+            // Native restore through the runtimes is not built yet: refuse rather than tombstone
+            // a conversation whose agents would keep the rewound context.
             return Err(RewindError::RuntimeRecoveryUnavailable {
                 agents: plan.related_agent_ids.join(", "),
             });

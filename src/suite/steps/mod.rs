@@ -6,6 +6,7 @@
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
 mod given;
+mod invariants;
 mod race;
 mod realtime;
 mod scrub;

@@ -62,14 +62,15 @@ async fn refused(world: &mut RewindWorld) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The answer is a completed operation.
+/// The answer is a completed operation, and the section 10 invariants hold.
 #[then("the rewind completes")]
 async fn completes(world: &mut RewindWorld) -> anyhow::Result<()> {
     let response = world.last_response()?;
     match response {
-        RewindResponse::Completed { status, .. } if status == "completed" => Ok(()),
+        RewindResponse::Completed { status, .. } if status == "completed" => {}
         other => bail!("expected the rewind to complete, but {}", describe(other)),
     }
+    super::invariants::check_after_rewind(world).await
 }
 
 /// Every table holds exactly the rows it held before the last operation.

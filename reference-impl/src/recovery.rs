@@ -1,0 +1,119 @@
+//! Runtime recovery validation (spec 5, steps 2 to 4): every agent the suffix reached must be
+//! available, on a rewind-capable runtime, hold a recovery point of its runtime's strategy, and
+//! have done nothing outside the rewound scopes since it first took part in the suffix.
+
+use sqlx::PgConnection;
+
+use crate::capabilities;
+use crate::error::{DbContext, RewindError, SpecError};
+use crate::plan::SuffixBoundary;
+
+/// An agent to restore and the recovery point to restore it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreTarget {
+    /// The agent.
+    pub agent_id: String,
+    /// Its runtime id.
+    pub runtime: String,
+    /// The recovery strategy.
+    pub strategy: String,
+    /// The recovery point's message (the agent's first touch in the suffix).
+    pub message_id: String,
+    /// The runtime's restore ref.
+    pub recovery_ref: serde_json::Value,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct AgentFacts {
+    id: String,
+    runtime: String,
+    agent_deleted: bool,
+    machine_deleted: bool,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct PointFacts {
+    message_id: String,
+    strategy: String,
+    recovery_ref: serde_json::Value,
+    global_seq: i64,
+}
+
+/// Validates every related agent; returns what each must be restored to.
+pub async fn validate_related_agents(
+    conn: &mut PgConnection,
+    boundary: &SuffixBoundary,
+    agent_ids: &[String],
+) -> Result<Vec<RestoreTarget>, RewindError> {
+    let suffix = boundary.all_message_ids();
+    let scopes: Vec<String> = boundary
+        .tombstone_scopes()
+        .into_iter()
+        .map(|s| s.0)
+        .collect();
+    let agents: Vec<AgentFacts> = sqlx::query_as(
+        "SELECT a.id, a.runtime, a.deleted_at IS NOT NULL AS agent_deleted, \
+                coalesce(m.deleted_at IS NOT NULL, false) AS machine_deleted \
+         FROM agents a LEFT JOIN machines m ON m.id = a.machine_id \
+         WHERE a.id = ANY($1) ORDER BY a.id",
+    )
+    .bind(agent_ids)
+    .fetch_all(&mut *conn)
+    .await
+    .db("loading related agents")?;
+
+    let mut targets = Vec::new();
+    for agent in agents {
+        if agent.agent_deleted || agent.machine_deleted {
+            return Err(RewindError::refused(SpecError::AgentUnavailable));
+        }
+        let capability = capabilities::for_runtime(&agent.runtime)
+            .ok_or_else(|| RewindError::refused(SpecError::AgentRuntimeUnsupported))?;
+        // The agent's first touch in the suffix is its earliest recovery point there.
+        let point: Option<PointFacts> = sqlx::query_as(
+            "SELECT p.message_id, p.strategy, p.recovery_ref, m.global_seq \
+             FROM message_recovery_points p JOIN scope_messages m ON m.id = p.message_id \
+             WHERE p.agent_id = $1 AND p.message_id = ANY($2) \
+             ORDER BY m.global_seq LIMIT 1",
+        )
+        .bind(&agent.id)
+        .bind(&suffix)
+        .fetch_optional(&mut *conn)
+        .await
+        .db("loading recovery points")?;
+        let point = match point {
+            Some(p) if p.strategy == capability.strategy => p,
+            Some(_) => return Err(RewindError::refused(SpecError::RecoveryPointMissing)),
+            None if capability.needs_recovery_point => {
+                return Err(RewindError::refused(SpecError::RecoveryPointMissing))
+            }
+            None => continue,
+        };
+        let elsewhere: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM scope_messages m \
+                            WHERE m.author_agent_id = $1 AND m.global_seq > $2 \
+                              AND NOT m.scope_id = ANY($3)) \
+                 OR EXISTS (SELECT 1 FROM scope_fanout_outbox o JOIN scope_messages m ON m.id = o.message_id \
+                            WHERE o.recipient_kind = 'agent' AND o.recipient_id = $1 \
+                              AND o.status IN ('leased', 'delivered') \
+                              AND m.global_seq > $2 AND NOT m.scope_id = ANY($3))",
+        )
+        .bind(&agent.id)
+        .bind(point.global_seq)
+        .bind(&scopes)
+        .fetch_one(&mut *conn)
+        .await
+        .db("checking activity outside the rewound scopes")?;
+        if elsewhere {
+            return Err(RewindError::refused(SpecError::AgentCrossScopeActivity));
+        }
+        targets.push(RestoreTarget {
+            agent_id: agent.id,
+            runtime: agent.runtime,
+            strategy: point.strategy,
+            message_id: point.message_id,
+            recovery_ref: point.recovery_ref,
+        });
+    }
+    Ok(targets)
+}
