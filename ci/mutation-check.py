@@ -8,6 +8,7 @@ expression of the scenarios that must now fail. The check runs on a copy of the 
 
     ci/mutation-check.py                 # all mutations
     ci/mutation-check.py sources pins    # only those whose id contains one of the words
+    ci/mutation-check.py --check         # only check that every mutation still applies
 
 Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
 """
@@ -23,6 +24,11 @@ RECOMPUTE = "reference-impl/src/recompute.rs"
 GUARDS = "reference-impl/src/guards.rs"
 PLAN = "reference-impl/src/plan.rs"
 LIFECYCLE = "reference-impl/src/lifecycle.rs"
+SERVICE = "reference-impl/src/service.rs"
+REALTIME = "reference-impl/src/realtime.rs"
+RECOVERY = "reference-impl/src/recovery.rs"
+CAPABILITIES = "reference-impl/src/capabilities.rs"
+SCHEMA = "reference-impl/migrations/0001_spec_schema.sql"
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -122,6 +128,56 @@ MUTATIONS = [
     ("operation-left-preparing", LIFECYCLE,
      [(".bind(OperationStatus::Completed.as_str())", ".bind(OperationStatus::Preparing.as_str())")],
      "@rule:lifecycle.completed"),
+    ("thread-id-holds-broadcast-scope", LIFECYCLE,
+     [(".bind(plan.operation_scope_id.as_str())", ".bind(plan.broadcast_scope_id.as_str())")],
+     "@rule:lifecycle.thread-id-no-broadcast"),
+    ("failure-recorded-as-repair", SERVICE,
+     [("OperationStatus::Failed,", "OperationStatus::RepairRequired,")], "@rule:lifecycle.failed"),
+    ("drift-not-revalidated", APPLY,
+     [("if now != primary.message_ids {", "if false && now != primary.message_ids {")],
+     "@rule:conc.revalidate-suffix-before-apply"),
+    ("scope-not-locked-before-revalidation", APPLY,
+     [("\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE\"", "\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id\"")],
+     "@rule:conc.revalidate-suffix-before-apply"),
+    ("several-preparing-operations-allowed", SCHEMA,
+     [("CREATE UNIQUE INDEX rewind_operations_one_preparing_idx", "CREATE INDEX rewind_operations_one_preparing_idx")],
+     "@rule:conc.single-active-per-scope"),
+    ("cascade-not-archived", APPLY,
+     [("UPDATE scopes SET archived_at = now() WHERE id = $1", "UPDATE scopes SET archived_at = archived_at WHERE id = $1")],
+     "@rule:cascade.archive-child-scope"),
+    ("thread-parent-summary-stale", APPLY,
+     [("        recompute::recompute_thread_parent(conn, thread.as_str()).await?;\n", "        let _ = thread;\n")],
+     "@rule:recompute.reply-thread-summary"),
+    ("non-tail-fork-allowed", GUARDS,
+     [("if parent != last {", "if parent == \"never\" {")], "@rule:thread.non-tail-fork-blocked"),
+    ("cascade-other-human-unchecked", PLAN,
+     [("guards::check_other_humans(initiator_user_id, &child).map_err(RewindError::refused)?;", "let _ = &child;")],
+     "@rule:thread.cascade-other-human-guard"),
+    ("event-to-primary-scope", REALTIME,
+     [("scope_id: plan.broadcast_scope_id.0.clone(),", "scope_id: plan.scope_id.0.clone(),")],
+     "@rule:realtime.conversation-rewound"),
+    ("event-payload-carries-messages", REALTIME,
+     [("\"operationId\": operation_id,\n        }),", "\"operationId\": operation_id,\n            \"messages\": [],\n        }),")],
+     "@rule:realtime.payload-no-suffix-content"),
+    ("notice-without-client-id", REALTIME,
+     [("client_message_id: Some(notice_client_id(operation_id)),", "client_message_id: None,")],
+     "@rule:realtime.notice-idempotent-client-id"),
+    ("notice-fans-out", REALTIME,
+     [("fanout: false,", "fanout: true,")], "@rule:realtime.notice-no-notification"),
+    ("deleted-machine-ignored", RECOVERY,
+     [("if agent.agent_deleted || agent.machine_deleted {", "if agent.agent_deleted {")],
+     "@rule:runtime.validate-agent-available"),
+    ("strategy-mismatch-accepted", RECOVERY,
+     [("Some(p) if p.strategy == capability.strategy => p,", "Some(p) => p,")],
+     "@rule:runtime.validate-strategy-match"),
+    ("activity-elsewhere-ignored", RECOVERY,
+     [("if elsewhere {", "if false && elsewhere {")], "@rule:runtime.no-cross-scope-activity"),
+    ("strategy-accepted-as-runtime", CAPABILITIES,
+     [("find(|c| c.runtime == id)", "find(|c| c.runtime == id || c.strategy == id)")],
+     "@rule:runtime.strategy-not-deliverable-runtime"),
+    ("membership-role-reset", RECOMPUTE,
+     [("last_read_seq = least(sm.last_read_seq, t.seq), \\", "role = 'member', last_read_seq = least(sm.last_read_seq, t.seq), \\")],
+     "@rule:inv.no-membership-change"),
 ]
 
 
@@ -130,8 +186,27 @@ def run(cmd, cwd, env, quiet=True):
     return subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=out).returncode
 
 
+def check_only(words):
+    """Checks that every selected mutation applies to the work tree, without building."""
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
+    bad = 0
+    for ident, path, edits, _ in MUTATIONS:
+        if words and not any(w in ident for w in words):
+            continue
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            text = f.read()
+        for old, _new in edits:
+            if text.count(old) != 1:
+                print(f"  {ident}: `{old}` occurs {text.count(old)} times in {path}")
+                bad += 1
+    print(f"mutation-check --check: {len(MUTATIONS)} mutations, {bad} do not apply")
+    return 1 if bad else 0
+
+
 def main():
-    words = sys.argv[1:]
+    words = [a for a in sys.argv[1:] if a != "--check"]
+    if "--check" in sys.argv[1:]:
+        return check_only(words)
     selected = [m for m in MUTATIONS if not words or any(w in m[0] for w in words)]
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
     if not root:
