@@ -13,6 +13,7 @@ expression of the scenarios that must now fail. The check runs on a copy of the 
 Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,44 @@ def run(cmd, cwd, env, quiet=True):
     return subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=out).returncode
 
 
+def run_suite(binary, cwd, env, tags):
+    """Runs the suite; returns the exit code and the `file:line` of each failed scenario."""
+    done = subprocess.run([binary, "run", "-c", "4", "--tags", tags], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    failed = set()
+    for line in done.stdout.splitlines():
+        m = re.match(r"^\s{6}(features/\S+\.feature):(\d+) ", line)
+        if m:
+            failed.add((m.group(1), int(m.group(2))))
+    return done.returncode, failed
+
+
+def scenarios(work):
+    """Every scenario header of the feature files: (file, line, name)."""
+    found = []
+    for base, _dirs, files in os.walk(os.path.join(work, "features")):
+        for name in sorted(files):
+            if not name.endswith(".feature"):
+                continue
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, work)
+            with open(path, encoding="utf-8") as f:
+                for number, text in enumerate(f, 1):
+                    stripped = text.strip()
+                    if stripped.startswith(("Scenario:", "Scenario Outline:", "Example:")):
+                        found.append((rel, number, stripped.split(":", 1)[1].strip()))
+    return found
+
+
+def owner(headers, file, line):
+    """The scenario header at or above `line` in `file` (outline examples report their row)."""
+    best = None
+    for h in headers:
+        if h[0] == file and h[1] <= line and (best is None or h[1] > best[1]):
+            best = h
+    return best
+
+
 def check_only(words):
     """Checks that every selected mutation applies to the work tree, without building."""
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
@@ -224,6 +263,8 @@ def main():
         print("mutation-check: the unmutated suite does not pass; fix that first", file=sys.stderr)
         return 2
     missed = 0
+    headers = scenarios(work)
+    seen_failing = set()
     for ident, path, edits, tags in selected:
         target = os.path.join(work, path)
         with open(target, encoding="utf-8") as f:
@@ -242,7 +283,11 @@ def main():
                 verdict = "BUILD FAILED (mutation is invalid)"
                 missed += 1
             else:
-                code = run([binary, "run", "-c", "4", "--tags", tags], work, env)
+                code, failed = run_suite(binary, work, env, tags)
+                for file, line in failed:
+                    header = owner(headers, file, line)
+                    if header:
+                        seen_failing.add(header)
                 verdict = {0: "MISSED", 1: "caught"}.get(code, f"harness error (exit {code})")
                 if code != 1:
                     missed += 1
@@ -251,6 +296,10 @@ def main():
                 f.write(original)
         print(f"  {ident:36} {verdict:10} {tags}  ({time.time() - started:.0f}s)", flush=True)
     print(f"mutation-check: {len(selected) - missed} of {len(selected)} caught")
+    never = [h for h in headers if h not in seen_failing]
+    print(f"mutation-check: {len(headers) - len(never)} of {len(headers)} scenarios failed under some mutation")
+    for file, line, name in never:
+        print(f"  never failed: {file}:{line} {name}")
     return 1 if missed else 0
 
 
