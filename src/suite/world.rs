@@ -106,6 +106,13 @@ impl RewindWorld {
         Ok(&self.attached()?.pool)
     }
 
+    /// The database as it was just before the last `When`.
+    pub fn before_snapshot(&self) -> anyhow::Result<&DbSnapshot> {
+        self.before
+            .as_ref()
+            .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))
+    }
+
     /// The last rewind's answer.
     pub fn last_response(&self) -> anyhow::Result<&RewindResponse> {
         self.last

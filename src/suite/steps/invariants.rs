@@ -1,7 +1,7 @@
 //! The section 10 invariants, checked after every completed rewind (by `Then the rewind
 //! completes`) and by their own steps.
 
-use anyhow::{anyhow, ensure, Context as _};
+use anyhow::{ensure, Context as _};
 use cucumber::then;
 use rewind_conformance::inspect::line_diff;
 
@@ -39,10 +39,7 @@ fn without_cursors(rows: &[String]) -> Vec<String> {
 }
 
 async fn no_membership_change(world: &RewindWorld) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let before = world.before_snapshot()?;
     let after = world.snapshot().await?;
     for table in ["scope_memberships", "scope_private_grants"] {
         let was = without_cursors(before.tables.get(table).map(Vec::as_slice).unwrap_or(&[]));

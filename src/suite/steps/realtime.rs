@@ -7,7 +7,7 @@ use anyhow::{anyhow, ensure, Context as _};
 use cucumber::then;
 use rewind_conformance::sut::RewindResponse;
 
-use super::scrub::{canaries_of, message_rows};
+use super::scrub::{canaries_of, message_rows, newly_rewound};
 use crate::suite::world::RewindWorld;
 
 /// Keys that would carry suffix content or per-surface facts inside an invalidation payload.
@@ -36,30 +36,6 @@ fn keys(value: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Array(items) => items.iter().for_each(|v| keys(v, out)),
         _ => {}
     }
-}
-
-/// The messages the last rewind turned into tombstones.
-async fn newly_rewound(world: &RewindWorld) -> anyhow::Result<BTreeSet<String>> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
-    let was: BTreeSet<String> = message_rows(before)
-        .into_iter()
-        .filter(|r| {
-            r.pointer("/metadata/messageRecall/status")
-                .and_then(|s| s.as_str())
-                == Some("rewound")
-        })
-        .filter_map(|r| r.get("id").and_then(|v| v.as_str()).map(str::to_owned))
-        .collect();
-    let now: Vec<String> = sqlx::query_scalar(
-        "SELECT id FROM scope_messages m WHERE m.metadata #>> '{messageRecall,status}' = 'rewound'",
-    )
-    .fetch_all(world.pool()?)
-    .await
-    .context("reading scope_messages")?;
-    Ok(now.into_iter().filter(|id| !was.contains(id)).collect())
 }
 
 /// Exactly one `conversation:rewound` was published, to this scope.
@@ -108,10 +84,7 @@ async fn rewound_payload_clean(world: &mut RewindWorld) -> anyhow::Result<()> {
         .find(|e| e.name == "conversation:rewound")
         .ok_or_else(|| anyhow!("no `conversation:rewound` event was published"))?;
     let suffix = newly_rewound(world).await?;
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let before = world.before_snapshot()?;
     let text = event.payload.to_string();
     for token in canaries_of(before, &suffix) {
         ensure!(
@@ -162,10 +135,7 @@ async fn notice_posted(world: &mut RewindWorld, scope: String) -> anyhow::Result
         author_kind == "system",
         "the notice's author_kind is `{author_kind}`, expected `system`"
     );
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let before = world.before_snapshot()?;
     let high_water = message_rows(before)
         .iter()
         .filter(|r| r.get("scope_id").and_then(|v| v.as_str()) == Some(scope.as_str()))
@@ -208,10 +178,7 @@ async fn notice_posted(world: &mut RewindWorld, scope: String) -> anyhow::Result
 /// before may have changed status).
 #[then("the rewind created no activity, delivery or stream rows")]
 async fn no_side_rows(world: &mut RewindWorld) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let before = world.before_snapshot()?;
     let after = world.snapshot().await?;
     let ids = |rows: Option<&Vec<String>>| -> BTreeSet<String> {
         rows.into_iter()
@@ -242,10 +209,7 @@ async fn no_side_rows(world: &mut RewindWorld) -> anyhow::Result<()> {
 async fn answer_clean(world: &mut RewindWorld) -> anyhow::Result<()> {
     let response = world.last_response()?.clone();
     let suffix = newly_rewound(world).await?;
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot"))?;
+    let before = world.before_snapshot()?;
     let text = serde_json::to_string(&response).context("serialising the answer")?;
     for token in canaries_of(before, &suffix) {
         ensure!(

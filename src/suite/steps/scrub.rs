@@ -75,10 +75,7 @@ const DELIVERY_EVIDENCE: &[&str] = &["scope_activity_events", "scope_fanout_outb
 /// these messages (delivery evidence excepted, see [`DELIVERY_EVIDENCE`]).
 #[then(expr = "no transcript or projection holds the canaries of messages {string}")]
 async fn no_canaries(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let before = world.before_snapshot()?;
     let wanted = id_list(&ids);
     let mut tokens = BTreeSet::new();
     for row in message_rows(before) {
@@ -122,18 +119,10 @@ async fn no_canaries(world: &mut RewindWorld, ids: String) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Every projection write for the suffix and the transcript tombstone happened in one
-/// transaction, and the tombstone came after the last projection write.
-#[then("the suffix was tombstoned in one transaction, after every projection scrub")]
-async fn transcript_last(world: &mut RewindWorld) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
-    let mark = world
-        .log_mark
-        .ok_or_else(|| anyhow!("no statement-log mark (this step follows a `When`)"))?;
-    let was_rewound: BTreeSet<String> = message_rows(before)
+/// The messages the last operation turned into tombstones (rewound now, not in the snapshot).
+pub(super) async fn newly_rewound(world: &RewindWorld) -> anyhow::Result<BTreeSet<String>> {
+    let before = world.before_snapshot()?;
+    let was: BTreeSet<String> = message_rows(before)
         .into_iter()
         .filter(|r| {
             r.pointer("/metadata/messageRecall/status")
@@ -142,16 +131,23 @@ async fn transcript_last(world: &mut RewindWorld) -> anyhow::Result<()> {
         })
         .filter_map(|r| r.get("id").and_then(|v| v.as_str()).map(str::to_owned))
         .collect();
-    let now_rewound: Vec<String> = sqlx::query_scalar(
+    let now: Vec<String> = sqlx::query_scalar(
         "SELECT id FROM scope_messages m WHERE m.metadata #>> '{messageRecall,status}' = 'rewound'",
     )
     .fetch_all(world.pool()?)
     .await
     .context("reading scope_messages")?;
-    let suffix: BTreeSet<String> = now_rewound
-        .into_iter()
-        .filter(|id| !was_rewound.contains(id))
-        .collect();
+    Ok(now.into_iter().filter(|id| !was.contains(id)).collect())
+}
+
+/// Every projection write for the suffix and the transcript tombstone happened in one
+/// transaction, and the tombstone came after the last projection write.
+#[then("the suffix was tombstoned in one transaction, after every projection scrub")]
+async fn transcript_last(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mark = world
+        .log_mark
+        .ok_or_else(|| anyhow!("no statement-log mark (this step follows a `When`)"))?;
+    let suffix = newly_rewound(world).await?;
     ensure!(
         !suffix.is_empty(),
         "no message was tombstoned by the last operation"

@@ -76,10 +76,7 @@ async fn completes(world: &mut RewindWorld) -> anyhow::Result<()> {
 /// Every table holds exactly the rows it held before the last operation.
 #[then("the database is unchanged")]
 async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let before = world.before_snapshot()?;
     let after = world.snapshot().await?;
     let diff = before.diff(&after);
     ensure!(diff.is_empty(), "the database changed:\n{diff}");
@@ -129,10 +126,7 @@ async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<
 /// Each message's row is exactly as it was before the last operation.
 #[then(expr = "messages {string} are untouched")]
 async fn untouched(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let before = world.before_snapshot()?;
     let rows = before
         .tables
         .get("scope_messages")
@@ -308,10 +302,7 @@ async fn scope_archived(
 /// `latest_seq` / `latest_global_seq` of the scope are at least what they were before.
 #[then(expr = "the high-water marks of scope {string} did not go down")]
 async fn high_water_kept(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
-    let before = world
-        .before
-        .as_ref()
-        .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))?;
+    let before = world.before_snapshot()?;
     let was = before
         .tables
         .get("scopes")
