@@ -65,12 +65,7 @@ async fn starts_rewinding(
     who: String,
     message: String,
 ) -> anyhow::Result<()> {
-    let scope_id = scope_of(world, &message).await?;
-    let request = RewindRequest {
-        actor: actor(&kind, who)?,
-        scope_id,
-        target_message_id: message,
-    };
+    let request = request_in_own_scope(world, &kind, who, message).await?;
     mark_before(world).await?;
     let api = Arc::clone(&world.attached()?.api);
     let background = request.clone();
@@ -99,6 +94,20 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.collect_events().await
 }
 
+/// A rewind of `message`'s own scope by the `kind` actor `who`.
+async fn request_in_own_scope(
+    world: &RewindWorld,
+    kind: &str,
+    who: String,
+    message: String,
+) -> anyhow::Result<RewindRequest> {
+    Ok(RewindRequest {
+        actor: actor(kind, who)?,
+        scope_id: scope_of(world, &message).await?,
+        target_message_id: message,
+    })
+}
+
 fn actor(kind: &str, id: String) -> anyhow::Result<Actor> {
     match kind {
         "human" => Ok(Actor::Human(id)),
@@ -117,12 +126,7 @@ async fn rewinds_to_before(
     who: String,
     message: String,
 ) -> anyhow::Result<()> {
-    let scope_id = scope_of(world, &message).await?;
-    let request = RewindRequest {
-        actor: actor(&kind, who)?,
-        scope_id,
-        target_message_id: message,
-    };
+    let request = request_in_own_scope(world, &kind, who, message).await?;
     rewind(world, request).await
 }
 
