@@ -291,6 +291,9 @@ def main():
     work = tempfile.mkdtemp(prefix="rewind-mutants-")
     archive = subprocess.run(["git", "archive", "HEAD"], cwd=root, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", work], input=archive, check=True)
+    # `git archive` stamps files with the commit time; make them newer than anything a reused
+    # target directory holds, so cargo rebuilds the workspace crates.
+    subprocess.run(["find", work, "-type", "f", "-exec", "touch", "{}", "+"], check=True)
     env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("MUTANTS_TARGET_DIR", os.path.join(work, "target")))
     binary = os.path.join(env["CARGO_TARGET_DIR"], "debug", "rewind-conformance")
     print(f"mutation-check: {len(selected)} mutations in {work}", flush=True)
