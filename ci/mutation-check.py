@@ -185,7 +185,7 @@ MUTATIONS = [
      [("_ => return Err(SpecError::NotOwnHumanMessage),", "\"agent\" => {}\n        _ => return Err(SpecError::NotOwnHumanMessage),")],
      "@rule:init.own-human-target"),
     ("preview-kept-in-projections", SCRUB,
-     [("    \"preview\",\n", "")], "@rule:inv.read-paths-no-suffix"),
+     [("    \"preview\",\n", "    \"not-a-key\",\n")], "@rule:inv.read-paths-no-suffix"),
     ("completed-operations-block", SCHEMA,
      [("    WHERE status = 'preparing';", "    WHERE status IN ('preparing', 'completed');")],
      "@rule:lifecycle.preparing-only-active"),
