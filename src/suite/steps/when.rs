@@ -65,7 +65,7 @@ async fn starts_rewinding(
     who: String,
     message: String,
 ) -> anyhow::Result<()> {
-    let request = request_in_own_scope(world, &kind, who, message).await?;
+    let request = request_in_own_scope(world, actor(&kind, who)?, message).await?;
     mark_before(world).await?;
     let api = Arc::clone(&world.attached()?.api);
     let background = request.clone();
@@ -94,15 +94,14 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.collect_events().await
 }
 
-/// A rewind of `message`'s own scope by the `kind` actor `who`.
+/// A rewind of `message`'s own scope by `actor`.
 async fn request_in_own_scope(
     world: &RewindWorld,
-    kind: &str,
-    who: String,
+    actor: Actor,
     message: String,
 ) -> anyhow::Result<RewindRequest> {
     Ok(RewindRequest {
-        actor: actor(kind, who)?,
+        actor,
         scope_id: scope_of(world, &message).await?,
         target_message_id: message,
     })
@@ -126,7 +125,7 @@ async fn rewinds_to_before(
     who: String,
     message: String,
 ) -> anyhow::Result<()> {
-    let request = request_in_own_scope(world, &kind, who, message).await?;
+    let request = request_in_own_scope(world, actor(&kind, who)?, message).await?;
     rewind(world, request).await
 }
 
@@ -150,12 +149,7 @@ async fn rewinds_scope_to_before(
 /// `When the system rewinds to before message "msg-3"`.
 #[when(expr = "the system rewinds to before message {string}")]
 async fn system_rewinds(world: &mut RewindWorld, message: String) -> anyhow::Result<()> {
-    let scope_id = scope_of(world, &message).await?;
-    let request = RewindRequest {
-        actor: Actor::System,
-        scope_id,
-        target_message_id: message,
-    };
+    let request = request_in_own_scope(world, Actor::System, message).await?;
     rewind(world, request).await
 }
 
