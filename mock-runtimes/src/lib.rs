@@ -1,8 +1,55 @@
-//! Mock agent runtimes (codex app-server, claude CLI, opencode server) for the rewind
-//! conformance harness.
+//! Mock agent runtimes for the rewind conformance harness: a Codex app-server
+//! ([`codex`], JSON-RPC over stdio), a Claude Code CLI ([`claude`], a process per call with
+//! stream-json) and an OpenCode server ([`opencode`], HTTP). Each speaks its real runtime's
+//! protocol closely enough that a daemon written against the real runtime works unchanged.
 //!
-//! The mocks arrive with runtime recovery (spec section 5); this crate currently holds only the
-//! runtime identifiers the harness and the fixtures share.
+//! Every mock keeps its state under the directory the real runtime uses (`$CODEX_HOME`,
+//! `$CLAUDE_CONFIG_DIR`, `$XDG_DATA_HOME/opencode`), appends every call it receives to a
+//! [`journal`] there, and answers with the [`faults`] the harness planted for a thread or
+//! session. The harness seeds state before a scenario and reads it back afterwards through the
+//! functions each module exports.
+
+pub mod claude;
+pub mod codex;
+pub mod faults;
+pub mod journal;
+pub mod opencode;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 /// The agent runtimes named by the spec, as they appear in fixtures and capability profiles.
 pub const RUNTIME_IDS: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
+
+/// The directory, inside a runtime's home, where a mock keeps its journal, fault plan and any
+/// state the real runtime would keep in a database.
+pub fn mock_dir(runtime_home: &Path) -> PathBuf {
+    runtime_home.join("mock")
+}
+
+/// The journal of the mock whose home is `runtime_home`.
+pub fn journal_path(runtime_home: &Path) -> PathBuf {
+    mock_dir(runtime_home).join("journal.jsonl")
+}
+
+/// The fault plan of the mock whose home is `runtime_home`.
+pub fn faults_path(runtime_home: &Path) -> PathBuf {
+    mock_dir(runtime_home).join("faults.json")
+}
+
+/// Runs the mock named by a program name (`codex`, `claude`, `opencode`, or a path or
+/// `mock-` name ending in one of them), as a multi-call binary does with `argv[0]`. `args` are
+/// the arguments after the program name. `None` when the name is not a mock's.
+pub fn run_as(program: &str, args: Vec<String>) -> Option<ExitCode> {
+    let name = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    let name = name.strip_prefix("mock-").unwrap_or(name);
+    match name {
+        "codex" => Some(codex::main(args)),
+        "claude" => Some(claude::main(args)),
+        "opencode" => Some(opencode::main(args)),
+        _ => None,
+    }
+}

@@ -1,0 +1,118 @@
+//! A mock of the Claude Code CLI (`claude`), one process per call, speaking stream-json and
+//! keeping its transcripts where the real CLI does, so that a driver written against the
+//! real CLI (the Agent SDK's way of starting it, or a daemon's) works unchanged.
+//!
+//! # What it imitates
+//! - The command line: `-p/--print`, `--output-format text|json|stream-json`, `--input-format
+//!   text|stream-json`, `--verbose`, `--session-id`, `-r/--resume`, `-c/--continue`,
+//!   `--resume-session-at`, `--fork-session`, `--rewind-files`, `--model`, `--permission-mode`,
+//!   `--dangerously-skip-permissions`, `--replay-user-messages`, `--no-session-persistence`,
+//!   and the other options a driver passes (tools, MCP, system prompt, settings, ...), accepted
+//!   and ignored; in both `--flag value` and `--flag=value` forms (see `args`). An unknown
+//!   option is commander's `error: unknown option '--x'` on stderr, exit 1.
+//! - The real validations and their wording: `Error: --resume-session-at requires --resume`,
+//!   `Error: --rewind-files requires --resume`, `Error: Session ID <id> is already in use.`
+//!   (a transcript of that id exists in the project), `Error: Invalid session ID. Must be a
+//!   valid UUID.`, `Error: --session-id can only be used with --continue or --resume if
+//!   --fork-session is also specified.`, `Error: --input-format=stream-json requires
+//!   output-format=stream-json.`, `Error: When using --print, --output-format=stream-json
+//!   requires --verbose`, the root check on permission bypass (needs `IS_SANDBOX=1`), all on
+//!   stderr with exit 1. Load errors are, with stream-json output, a `result` line
+//!   (`subtype: "error_during_execution"`, `is_error: true`, `errors: [message]`, the session
+//!   id of the fresh process) and otherwise the message on stderr, exit 1, with no
+//!   `system/init` before them: `No conversation found with session ID: <id>` (no transcript,
+//!   or one without a conversation) and `No message found with message.uuid of: <uuid>` (the
+//!   uuid is not on the live chain; an entry of an abandoned branch is not found either).
+//!   A stdin line that is not JSON: `Error parsing streaming input line: <line>: <error>` on
+//!   stderr, exit 1.
+//! - stdout with stream-json: `system/init` (`session_id`, `cwd`, `model`, `permissionMode`,
+//!   `claude_code_version`, ...), then per stdin user message an `assistant` message (a canned
+//!   reply naming the prompt; no model is called) and a `result` line (`subtype: "success"`,
+//!   `is_error`, `session_id`, `num_turns`, `result`, `usage`, ...); `control_request`s get a
+//!   `control_response`; `keep_alive` and `control_response` lines are ignored.
+//! - Transcripts in `$CLAUDE_CONFIG_DIR` (default `$HOME/.claude`) `/projects/<slug>/<id>.jsonl`
+//!   (see [`project_slug`]): per prompt the `queue-operation` records, an `attachment` chain
+//!   entry, the `user` entry (a `uuid` given on the stdin message is kept), the `assistant`
+//!   entry, then `last-prompt {lastPrompt, leafUuid}`. A resumed session is found in the
+//!   project of the working directory first, then in any other project, and written back to
+//!   the file it was found in. Without `--fork-session` the new turn is appended to the same
+//!   file with its chain starting at the resume point (the `--resume-session-at` entry, else
+//!   the live leaf), so the rewound turns stay on disk off the live chain. With
+//!   `--fork-session` the run gets a new session id (`--session-id`, else a random one),
+//!   announced in `system/init`, and on its first turn a new file with a `mode` record and the
+//!   live chain up to the resume point copied (same uuids, new `sessionId`); the source file
+//!   is untouched.
+//! - The journal ([`crate::journal_path`] of the config dir): `process/start` (request: argv),
+//!   then one entry for the run, `call` naming its mode (`claude --rewind-files`,
+//!   `claude --resume-session-at`, `claude --fork-session`, `claude --resume`,
+//!   `claude --continue`, `claude --session-id`, `claude --print`; `claude --version`, and
+//!   `claude` for a command line that does not parse), `target` the session addressed (the
+//!   resumed one, else the new one), request `{argv, cwd, stdin}` with every stdin message.
+//!
+//! # Inferred, not observed
+//! - RESTORE WITHOUT A PROMPT. A run with `--resume=<id> --resume-session-at=<uuid>` (no
+//!   `--fork-session`) whose stdin ends without a user message validates the uuid, appends a
+//!   `last-prompt {leafUuid: <uuid>}` record (the live-leaf marker the CLI's own rewind
+//!   writes) to the session file, prints `system/init` and a success `result` with
+//!   `num_turns: 0`, and exits 0. The live chain then ends at the boundary, and a later plain
+//!   `--resume` continues from it. The real CLI only truncates in memory and writes nothing
+//!   until a prompt arrives; the mock's marker makes the rewind observable at once.
+//! - Any other run whose stdin carries no prompt prints `system/init` and a success `result`
+//!   with `num_turns: 0` and writes nothing (a fork makes no file without a turn).
+//! - Every run is a print-mode run (the mock has no interactive mode): a command line without
+//!   `-p` behaves as with it.
+//! - `--rewind-files <uuid>` validates like the CLI (requires `--resume`, no prompt, the uuid
+//!   must be a user message of the live chain), restores nothing (the mock keeps no file
+//!   history), prints a success `result` (stream-json) and exits 0. It is journaled, so the
+//!   harness can prove a client never passed it.
+//! - The wording of `--resume` without a usable id, and of the busy refusal, follows public
+//!   reports of the real CLI rather than an observed run.
+//!
+//! # Left out
+//! Tools, permissions prompts, MCP, hooks, streaming partial messages, compaction, sidechains,
+//! file-history snapshots, `--continue` across projects, long-path slug hashing, any model
+//! call, and interactive mode.
+//!
+//! # Faults
+//! Read from [`crate::faults_path`] of the config dir on every run, matched by the session
+//! addressed (as `target`) and the call `resume-at` (a run with `--resume-session-at`),
+//! `rewind-files`, `resume` (`--resume`/`--continue`, forks included) or `new`. The run's
+//! journal entry gets the outcome `fault:<kind>`.
+//! - `error`: the load-error form (`Failed to resume session: mock fault: injected error`;
+//!   for `new`, `API Error: 500 ...`), exit 1.
+//! - `hang`: nothing is printed for `hang_ms`, then the run goes on normally; without
+//!   `hang_ms` it never answers (the journal entry is written before it waits).
+//! - `no_effect`: everything is answered as a success, but no transcript is written.
+//! - `unknown_session`: `No conversation found with session ID: <id>`, exit 1.
+//! - `busy`: on stderr `Error: Session <id> is currently running as a background agent (bg).
+//!   Use `claude agents` to find and attach to it, or add --fork-session to branch off a
+//!   copy.` (for `new`: `Error: Session ID <id> is already in use.`), exit 1.
+//! - `crash`: `system/init` is printed, then the process exits with 134, no result line, no
+//!   transcript change.
+
+mod args;
+mod run;
+mod transcript;
+
+pub use transcript::{
+    live_chain, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry, SeedSession,
+};
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The CLI's configuration directory: `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`.
+pub fn config_dir() -> PathBuf {
+    match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(".claude"),
+    }
+}
+
+/// Runs the mock as the `claude` program; `args` exclude the program name.
+pub fn main(args: Vec<String>) -> ExitCode {
+    run::run(config_dir(), args)
+}

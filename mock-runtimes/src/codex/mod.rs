@@ -1,0 +1,206 @@
+//! A mock Codex app-server: `codex app-server` speaking JSON-RPC 2.0 without the `"jsonrpc"`
+//! field, one JSON object per line on stdin/stdout, camelCase fields, as `openai/codex`'s
+//! `codex-rs/app-server` does. A daemon written against the real app-server drives it unchanged.
+//!
+//! # Protocol versions
+//! `REWIND_MOCK_CODEX_VERSION` picks the release imitated (default [`DEFAULT_VERSION`]):
+//! - `< 0.156.0` (default `0.155.0`) imitates Codex **0.155.x**: `thread/rollback` is served, but
+//!   only on threads started with `historyMode: "legacy"` (an experimental field: the connection
+//!   must have initialized with `capabilities.experimentalApi: true`); default threads are
+//!   paginated and refuse it (`-32600 "paginated threads do not support thread/rollback"`). Every
+//!   `thread/rollback` call is preceded by a `deprecationNotice` notification (except for the
+//!   client named `codex-tui`, as in the real server). Releases older than 0.155 (where every
+//!   thread accepted rollback) are not imitated: they behave like 0.155.
+//! - `>= 0.156.0` imitates Codex **0.156 and later**: `thread/rollback` is gone from the request
+//!   enum, so it fails like any unknown method: `-32600 "Invalid request: unknown variant
+//!   `thread/rollback`, expected one of ..."`.
+//!
+//! `thread/revert {threadId, beforeTurnId}` (paginated threads only) is served in both modes.
+//!
+//! # Methods
+//! `initialize` (then `"Already initialized"`; any other request before it: `"Not
+//! initialized"`), notification `initialized`, `thread/start` (+ `thread/started`),
+//! `thread/resume {threadId}` (turns filled), `turn/start` (notifications
+//! `thread/status/changed(active)`, `turn/started`, `item/started`+`item/completed` for the user
+//! message, `item/started`, `item/agentMessage/delta` per word, `item/completed`,
+//! `thread/tokenUsage/updated`, `thread/status/changed(idle)`, `turn/completed`; the agent's reply
+//! is canned: `Echo: <input>`, no model), `thread/read {threadId, includeTurns}`,
+//! `thread/rollback {threadId, numTurns}` (drops from the end, saturating at zero turns; records
+//! a `thread_rolled_back` history event), `thread/revert {threadId, beforeTurnId}` (drops that
+//! turn and every later one; `{thread (turns empty), turnsBackwardsCursor,
+//! itemsBackwardsCursor}` then `thread/reverted {threadId}`).
+//!
+//! Error texts taken from the real sources: an unknown method or bad params is `-32600
+//! "Invalid request: <serde error>"` (the real server deserializes its request enum; it never
+//! answers -32601/-32602 for these), `"numTurns must be >= 1"` (the app-server checks this
+//! before the core's `num_turns must be >= 1`), `"invalid thread id: <uuid error>"`, `"Cannot
+//! rollback while a turn is in progress."`, `"thread/revert only supports paginated threads"`.
+//! Unknown threads, per method: `thread/resume` `"no rollout found for thread id <id>"`,
+//! `thread/read` `"thread not loaded: <id>"`, and methods that need a thread loaded in this
+//! process (`thread/rollback`, `thread/revert`, `turn/start`) `"thread not found: <id>"`, all
+//! -32600. A line that is not JSON is logged on stderr and dropped without an answer.
+//!
+//! # State
+//! `$CODEX_HOME` is required (the mock refuses to start without it). Threads persist under
+//! `mock_dir($CODEX_HOME)/threads/<threadId>.json` ([`ThreadState`]), rewritten atomically
+//! before every answer, so a later process resumes them. Thread ids are UUIDs, as in Codex.
+//! Every call is journaled to `journal_path($CODEX_HOME)` (a `process/start` entry with argv
+//! first), and faults are read from `faults_path($CODEX_HOME)` on every call, matched by
+//! `threadId` and method name.
+//!
+//! # Faults (on any request carrying a `threadId`)
+//! - `error`: `-32603` internal error (`failed to start rollback: injected fault`, `failed to
+//!   read thread: injected fault`, ...).
+//! - `hang`: no answer; with `hang_ms` the normal answer after that delay (the server answers
+//!   nothing else meanwhile).
+//! - `no_effect`: the normal success answer, nothing changed (a rollback returns the thread with
+//!   all its turns; a revert or turn start is acknowledged and not recorded).
+//! - `unknown_session`: the real unknown-thread error of that method (above).
+//! - `busy`: `thread/rollback` answers `-32600 "Cannot rollback while a turn is in progress."`;
+//!   `thread/revert` and `turn/start` a similar refusal (wording inferred); `thread/read` and
+//!   `thread/resume` answer normally with the thread's status `active`.
+//! - `crash`: the call is journaled, then the process exits with status 134 without answering.
+//!
+//! # Left out, or inferred
+//! Left out: models, tools, approvals and server-to-client requests, sandboxing, the rollout
+//! JSONL format (the mock keeps a reduced history), paginated listing (`thread/turns/list`,
+//! `thread/items/list`), every other method of the real server (they fail as unknown
+//! variants, and the "expected one of" list names only the methods served here), config
+//! files, authentication, and the real server's concurrent request processing (requests are
+//! handled one at a time, in order). Inferred rather than read in the sources: the wording of
+//! the revert/turn-start busy refusals, `turn not found: <id>` for an unknown `beforeTurnId`,
+//! the order of the `thread/reverted` notification (after the response), and the exact field
+//! sets of threads, turns and items (the real ones carry more optional fields). A turn runs
+//! instantly unless `REWIND_MOCK_CODEX_TURN_MS` delays its completion (then a rollback during
+//! it is refused as busy for real); a turn left running by a dead process reads `interrupted`.
+
+mod server;
+mod state;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub use server::Version;
+pub use state::{
+    read_thread, save_thread, seed_thread, thread_path, threads_dir, HistoryEvent, HistoryMode,
+    SeedThread, SeedTurn, ThreadState, TurnRecord, TurnStatus,
+};
+
+/// The Codex release imitated when `REWIND_MOCK_CODEX_VERSION` is unset.
+pub const DEFAULT_VERSION: &str = "0.155.0";
+
+/// The environment variable selecting the imitated Codex release.
+pub const VERSION_ENV: &str = "REWIND_MOCK_CODEX_VERSION";
+
+/// The environment variable delaying every turn's completion by this many milliseconds.
+pub const TURN_MS_ENV: &str = "REWIND_MOCK_CODEX_TURN_MS";
+
+/// The canned agent reply the mock gives to `input`.
+pub fn canned_reply(input: &str) -> String {
+    server::canned_reply(input)
+}
+
+/// Runs the mock as a program: `codex app-server [--listen stdio://] [-c key=value]...`, or
+/// `codex --version`. Exit status 1 when `$CODEX_HOME` or the version setting is unusable, 2 on
+/// a bad command line.
+pub fn main(args: Vec<String>) -> ExitCode {
+    let version_text = std::env::var(VERSION_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_VERSION.to_owned());
+    let version = match Version::parse(&version_text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("mock codex: {VERSION_ENV}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match args.first().map(String::as_str) {
+        Some("--version") | Some("-V") => {
+            println!("codex-cli {version}");
+            return ExitCode::SUCCESS;
+        }
+        Some("app-server") => {}
+        Some(other) => {
+            eprintln!(
+                "error: the mock codex runtime only serves `codex app-server` (got `{other}`)"
+            );
+            return ExitCode::from(2);
+        }
+        None => {
+            eprintln!("error: the mock codex runtime only serves `codex app-server`");
+            return ExitCode::from(2);
+        }
+    }
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let listen = match arg.as_str() {
+            "--listen" => match rest.next() {
+                Some(value) => Some(value.as_str()),
+                None => {
+                    eprintln!(
+                        "error: a value is required for '--listen <URL>' but none was supplied"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+            a if a.starts_with("--listen=") => Some(&a["--listen=".len()..]),
+            "-c" | "--config" => {
+                if rest.next().is_none() {
+                    eprintln!(
+                        "error: a value is required for '--config <key=value>' but none was supplied"
+                    );
+                    return ExitCode::from(2);
+                }
+                None
+            }
+            a if a.starts_with("--config=") => None,
+            other => {
+                eprintln!("error: unexpected argument '{other}' found");
+                return ExitCode::from(2);
+            }
+        };
+        if let Some(url) = listen {
+            if url != "stdio://" {
+                eprintln!(
+                    "error: the mock codex app-server only listens on stdio:// (got `{url}`)"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let home = match std::env::var_os("CODEX_HOME") {
+        Some(home) if !home.is_empty() => PathBuf::from(home),
+        _ => {
+            eprintln!(
+                "mock codex: CODEX_HOME is not set; the mock keeps its threads, journal and \
+                 faults there and refuses to start without it"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    if !home.is_dir() {
+        eprintln!(
+            "mock codex: CODEX_HOME `{}` is not a directory",
+            home.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let turn_ms = match std::env::var(TURN_MS_ENV) {
+        Err(_) => 0,
+        Ok(v) if v.trim().is_empty() => 0,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) => ms,
+            Err(_) => {
+                eprintln!("mock codex: {TURN_MS_ENV} must be a number of milliseconds, got `{v}`");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    server::serve(server::Config {
+        home,
+        version,
+        turn_ms,
+        argv: std::env::args().collect(),
+    })
+}

@@ -1,0 +1,203 @@
+//! Deterministic fault injection. A fault plan is a JSON file the harness writes next to a
+//! mock's state; the mock reads it on every call, so faults can be set while a server runs.
+//! A rule fires for every call to its target (thread or session id) whose name matches.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// What an injected fault does to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The call fails the way the real runtime reports a failure (JSON-RPC error, non-zero exit
+    /// with an error result, HTTP 500 `UnknownError`).
+    Error,
+    /// The call never answers (or answers after `hang_ms`): the caller's timeout must fire.
+    Hang,
+    /// The call reports success but changes nothing: only a verifying read-back notices.
+    NoEffect,
+    /// The runtime answers as if the thread or session did not exist (detached).
+    UnknownSession,
+    /// The runtime refuses because a turn is in progress.
+    Busy,
+    /// The process dies in the middle of the call, without an answer.
+    Crash,
+}
+
+impl FaultKind {
+    /// Every kind, in the order the fault matrix lists them.
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Error,
+        FaultKind::Hang,
+        FaultKind::NoEffect,
+        FaultKind::UnknownSession,
+        FaultKind::Busy,
+        FaultKind::Crash,
+    ];
+
+    /// The name scenarios use: `error`, `hang`, `success-without-effect`, `unknown session`,
+    /// `busy`, `crash`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FaultKind::Error => "error",
+            FaultKind::Hang => "hang",
+            FaultKind::NoEffect => "success-without-effect",
+            FaultKind::UnknownSession => "unknown session",
+            FaultKind::Busy => "busy",
+            FaultKind::Crash => "crash",
+        }
+    }
+
+    /// Parses a [`label`](Self::label) (or the serde name).
+    pub fn parse(text: &str) -> Option<FaultKind> {
+        let text = text.trim();
+        FaultKind::ALL.into_iter().find(|k| {
+            k.label() == text
+                || serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    == Some(text.to_owned())
+        })
+    }
+
+    /// How the journal records a call this fault answered: `fault:<serde name>`.
+    pub fn outcome(self) -> String {
+        let name = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        format!("fault:{name}")
+    }
+}
+
+/// One rule of a fault plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRule {
+    /// The thread (codex) or session (claude, opencode) id the rule applies to.
+    pub target: String,
+    /// The call it applies to: a JSON-RPC method (`thread/rollback`), a route name (`revert`,
+    /// `message`, `unrevert`) or a CLI mode (`resume-at`). `None`: every call to the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// What happens.
+    pub kind: FaultKind,
+    /// For [`FaultKind::Hang`]: answer normally after this many milliseconds. `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_ms: Option<u64>,
+}
+
+/// The faults set for one mock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultPlan {
+    /// The rules; the first matching one fires.
+    #[serde(default)]
+    pub rules: Vec<FaultRule>,
+}
+
+impl FaultPlan {
+    /// Reads the plan at `path`; a missing file is an empty plan. A broken file is an error that
+    /// names the file, line and column.
+    pub fn load(path: &Path) -> Result<FaultPlan, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}:{}:{}: not a fault plan: {e}",
+                    path.display(),
+                    e.line(),
+                    e.column()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FaultPlan::default()),
+            Err(e) => Err(format!("cannot read fault plan {}: {e}", path.display())),
+        }
+    }
+
+    /// Writes the plan to `path` (atomically: a reader never sees half a plan).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::rename(tmp, path)
+    }
+
+    /// The first rule for `target` and `call`.
+    pub fn find(&self, target: &str, call: &str) -> Option<&FaultRule> {
+        self.rules
+            .iter()
+            .find(|r| r.target == target && r.call.as_deref().is_none_or(|c| c == call))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_serde_names_parse() {
+        for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.label()), Some(kind));
+        }
+        assert_eq!(FaultKind::parse("no_effect"), Some(FaultKind::NoEffect));
+        assert_eq!(
+            FaultKind::parse("unknown_session"),
+            Some(FaultKind::UnknownSession)
+        );
+        assert_eq!(FaultKind::parse("explode"), None);
+        assert_eq!(FaultKind::NoEffect.outcome(), "fault:no_effect");
+    }
+
+    #[test]
+    fn rules_match_target_and_call() {
+        let plan = FaultPlan {
+            rules: vec![
+                FaultRule {
+                    target: "t-1".into(),
+                    call: Some("thread/rollback".into()),
+                    kind: FaultKind::Busy,
+                    hang_ms: None,
+                },
+                FaultRule {
+                    target: "t-2".into(),
+                    call: None,
+                    kind: FaultKind::Crash,
+                    hang_ms: None,
+                },
+            ],
+        };
+        assert_eq!(
+            plan.find("t-1", "thread/rollback").map(|r| r.kind),
+            Some(FaultKind::Busy)
+        );
+        assert!(plan.find("t-1", "thread/read").is_none());
+        assert_eq!(
+            plan.find("t-2", "anything").map(|r| r.kind),
+            Some(FaultKind::Crash)
+        );
+    }
+
+    #[test]
+    fn plans_round_trip_and_broken_plans_say_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("faults.json");
+        assert_eq!(FaultPlan::load(&path).unwrap(), FaultPlan::default());
+        let plan = FaultPlan {
+            rules: vec![FaultRule {
+                target: "ses_x".into(),
+                call: Some("revert".into()),
+                kind: FaultKind::Hang,
+                hang_ms: Some(50),
+            }],
+        };
+        plan.save(&path).unwrap();
+        assert_eq!(FaultPlan::load(&path).unwrap(), plan);
+        std::fs::write(&path, "{\"rules\": [\n  {\"target\": 1}]}").unwrap();
+        let err = FaultPlan::load(&path).unwrap_err();
+        assert!(err.contains("faults.json:2:"), "{err}");
+    }
+}

@@ -1,0 +1,737 @@
+//! The mock Claude Code CLI driven as a process, the way a daemon drives the real one: real
+//! flags, stream-json on stdin and stdout, transcripts and journal read back from files.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rewind_mock_runtimes::claude::{
+    live_chain, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry, SeedSession,
+};
+use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
+use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
+use serde_json::{json, Value};
+
+const SESSION: &str = "5e55a000-0000-4000-8000-000000000001";
+const U1: &str = "00000000-0000-4000-8000-0000000000a1";
+const A1: &str = "00000000-0000-4000-8000-0000000000b1";
+const U2: &str = "00000000-0000-4000-8000-0000000000a2";
+const A2: &str = "00000000-0000-4000-8000-0000000000b2";
+
+/// A config dir and a working directory.
+struct Env {
+    config: tempfile::TempDir,
+    cwd: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            config: tempfile::tempdir().unwrap(),
+            cwd: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn config(&self) -> &Path {
+        self.config.path()
+    }
+
+    fn cwd(&self) -> &Path {
+        self.cwd.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mock-claude"));
+        cmd.args(args)
+            .current_dir(self.cwd())
+            .env("CLAUDE_CONFIG_DIR", self.config())
+            .env_remove("IS_SANDBOX")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Runs the CLI with `stdin` written then closed.
+    fn run(&self, args: &[&str], stdin: &[String]) -> Output {
+        let mut child = self.command(args).stdin(Stdio::piped()).spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        for line in stdin {
+            // A run that fails early closes its stdin: the exit status and stderr tell why.
+            if writeln!(input, "{line}").is_err() {
+                break;
+            }
+        }
+        drop(input);
+        child.wait_with_output().unwrap()
+    }
+
+    /// Seeds the session `u1 a1 u2 a2`.
+    fn seed(&self) {
+        let entries = [
+            (U1, "user", "one"),
+            (A1, "assistant", "reply one"),
+            (U2, "user", "two"),
+            (A2, "assistant", "reply two"),
+        ]
+        .iter()
+        .map(|(uuid, role, text)| SeedEntry {
+            uuid: uuid.to_string(),
+            role: role.to_string(),
+            text: text.to_string(),
+        })
+        .collect();
+        seed_session(
+            self.config(),
+            &SeedSession {
+                session_id: SESSION.into(),
+                cwd: self.cwd().to_path_buf(),
+                entries,
+            },
+        )
+        .unwrap();
+    }
+
+    fn chain(&self, session: &str) -> Vec<ChainEntry> {
+        live_chain(self.config(), self.cwd(), session)
+            .unwrap()
+            .expect("a transcript")
+    }
+
+    fn uuids(&self, session: &str) -> Vec<String> {
+        self.chain(session).into_iter().map(|e| e.uuid).collect()
+    }
+
+    fn transcript(&self, session: &str) -> PathBuf {
+        transcript_path(self.config(), self.cwd(), session)
+    }
+
+    fn journal(&self) -> Vec<JournalEntry> {
+        read_journal(&rewind_mock_runtimes::journal_path(self.config())).unwrap()
+    }
+
+    fn fault(&self, call: &str, kind: FaultKind, hang_ms: Option<u64>) {
+        FaultPlan {
+            rules: vec![FaultRule {
+                target: SESSION.into(),
+                call: Some(call.into()),
+                kind,
+                hang_ms,
+            }],
+        }
+        .save(&rewind_mock_runtimes::faults_path(self.config()))
+        .unwrap();
+    }
+}
+
+const STREAM: [&str; 3] = [
+    "--output-format=stream-json",
+    "--input-format=stream-json",
+    "--verbose",
+];
+
+fn user(text: &str, uuid: Option<&str>) -> String {
+    let mut message = json!({
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+        "parent_tool_use_id": null,
+        "session_id": "",
+    });
+    if let Some(uuid) = uuid {
+        message["uuid"] = json!(uuid);
+    }
+    message.to_string()
+}
+
+fn stdout_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+/// The reference's restore command line.
+fn restore_args(session: &str, boundary: &str) -> Vec<String> {
+    let mut args: Vec<String> = STREAM.iter().map(|s| s.to_string()).collect();
+    args.push(format!("--resume={session}"));
+    args.push(format!("--resume-session-at={boundary}"));
+    args
+}
+
+fn restore(env: &Env, session: &str, boundary: &str) -> Output {
+    let args = restore_args(session, boundary);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    env.command(&args).stdin(Stdio::null()).output().unwrap()
+}
+
+fn strs(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_new_session_answers_in_stream_json_and_keeps_a_chained_transcript() {
+    let env = Env::new();
+    let given = "00000000-0000-4000-8000-00000000c0de";
+    let mut args = STREAM.to_vec();
+    let session_arg = format!("--session-id={SESSION}");
+    args.push(&session_arg);
+    args.extend(["--model", "claude-test", "--permission-mode=acceptEdits"]);
+    let out = env.run(&args, &[user("hello", Some(given)), user("again", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines[0]["type"], "system");
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(lines[0]["session_id"], SESSION);
+    assert_eq!(lines[0]["model"], "claude-test");
+    assert_eq!(lines[0]["permissionMode"], "acceptEdits");
+    let assistants = of_type(&lines, "assistant");
+    let results = of_type(&lines, "result");
+    assert_eq!(assistants.len(), 2);
+    assert_eq!(results.len(), 2);
+    assert!(assistants
+        .iter()
+        .all(|a| a["uuid"].is_string() && a["session_id"] == SESSION));
+    assert_eq!(results[1]["subtype"], "success");
+    assert_eq!(results[1]["is_error"], false);
+    assert_eq!(results[1]["num_turns"], 2);
+    assert_eq!(results[1]["session_id"], SESSION);
+    assert_eq!(lines.last().unwrap()["type"], "result");
+
+    let path = env.transcript(SESSION);
+    let slug = project_slug(&std::fs::canonicalize(env.cwd()).unwrap());
+    assert!(
+        path.ends_with(format!("{slug}/{SESSION}.jsonl")),
+        "{}",
+        path.display()
+    );
+    assert!(!slug.contains('/') && !slug.contains('.') && !slug.contains('_'));
+    let chain = env.chain(SESSION);
+    let roles: Vec<_> = chain.iter().map(|e| e.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(chain[0].uuid, given, "a uuid given on stdin is kept");
+    assert_eq!(chain[0].text, "hello");
+    assert_eq!(chain[1].uuid, assistants[0]["uuid"]);
+    assert_eq!(
+        chain[2].parent_uuid.as_deref(),
+        Some(chain[1].uuid.as_str())
+    );
+
+    // The raw transcript: chain entries with the real fields, and a leaf marker.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let raw: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let entry = raw.iter().find(|l| l["uuid"] == given).unwrap();
+    for field in [
+        "parentUuid",
+        "sessionId",
+        "type",
+        "timestamp",
+        "message",
+        "cwd",
+    ] {
+        assert!(
+            entry.get(field).is_some(),
+            "user entry lacks {field}: {entry}"
+        );
+    }
+    let parent = entry["parentUuid"].as_str().unwrap();
+    let attachment = raw.iter().find(|l| l["uuid"] == parent).unwrap();
+    assert_eq!(
+        attachment["type"], "attachment",
+        "a user's parent may be an attachment"
+    );
+    let marker = raw
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "last-prompt")
+        .unwrap();
+    assert_eq!(marker["leafUuid"], chain[3].uuid);
+
+    // The journal: process/start with the argv, then the run with argv and stdin.
+    let journal = env.journal();
+    assert_eq!(journal[0].call, "process/start");
+    assert_eq!(journal[0].request, json!(args));
+    assert_eq!(journal[1].call, "claude --session-id");
+    assert_eq!(journal[1].target.as_deref(), Some(SESSION));
+    assert_eq!(journal[1].outcome, "ok");
+    assert_eq!(journal[1].request["argv"], json!(args));
+    assert_eq!(journal[1].request["stdin"].as_array().unwrap().len(), 2);
+    assert_eq!(journal[1].request["stdin"][0]["uuid"], given);
+
+    // The session id is now in use.
+    let again = env.run(&args, &[user("x", None)]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains(&format!("Session ID {SESSION} is already in use.")),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(env.journal().last().unwrap().outcome, "error");
+}
+
+#[test]
+fn text_and_json_print_modes_answer_a_positional_prompt() {
+    let env = Env::new();
+    let out = env.run(&["-p", "--output-format", "json", "hi there"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "result");
+    let session = lines[0]["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(env.chain(&session).len(), 2);
+    let out = env.run(&["-p"], &["from stdin".to_owned()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("from stdin"));
+    let out = env.run(&["-p"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("Input must be provided"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["-p", "--output-format=stream-json", "x"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--output-format=stream-json requires --verbose"));
+    let out = env.run(&["--input-format=stream-json"], &[]);
+    assert!(stderr(&out).contains("--input-format=stream-json requires output-format=stream-json."));
+    let out = env.run(&["--version"], &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(Claude Code)"));
+}
+
+#[test]
+fn a_plain_resume_continues_the_chain_in_the_same_file() {
+    let env = Env::new();
+    env.seed();
+    let mut args = STREAM.to_vec();
+    args.push("--resume");
+    args.push(SESSION);
+    let out = env.run(&args, &[user("three", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines[0]["session_id"], SESSION);
+    let chain = env.chain(SESSION);
+    assert_eq!(chain.len(), 6);
+    assert_eq!(chain[4].parent_uuid.as_deref(), Some(A2));
+    assert_eq!(chain[4].text, "three");
+    let files = std::fs::read_dir(env.transcript(SESSION).parent().unwrap())
+        .unwrap()
+        .count();
+    assert_eq!(files, 1);
+    let journal = env.journal();
+    assert_eq!(journal.last().unwrap().call, "claude --resume");
+    assert_eq!(journal.last().unwrap().target.as_deref(), Some(SESSION));
+}
+
+#[test]
+fn a_restore_without_prompt_moves_the_live_leaf_to_the_boundary() {
+    let env = Env::new();
+    env.seed();
+    let before = std::fs::read_to_string(env.transcript(SESSION)).unwrap();
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(lines[0]["session_id"], SESSION);
+    assert_eq!(lines[1]["type"], "result");
+    assert_eq!(lines[1]["subtype"], "success");
+    assert_eq!(lines[1]["is_error"], false);
+    assert_eq!(lines[1]["num_turns"], 0);
+    assert_eq!(env.uuids(SESSION), [U1, A1]);
+    // The rewound turn stays on disk, off the live chain; a leaf marker was appended.
+    let after = std::fs::read_to_string(env.transcript(SESSION)).unwrap();
+    assert!(after.starts_with(&before));
+    let added: Vec<Value> = after[before.len()..]
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0]["type"], "last-prompt");
+    assert_eq!(added[0]["leafUuid"], A1);
+
+    let journal = env.journal();
+    let call = journal.last().unwrap();
+    assert_eq!(call.call, "claude --resume-session-at");
+    assert_eq!(call.target.as_deref(), Some(SESSION));
+    assert_eq!(call.outcome, "ok");
+    assert!(!call.request["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a.as_str().unwrap().contains("rewind-files")));
+
+    // A later plain resume continues from the boundary.
+    let mut args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    args.push(&resume);
+    let out = env.run(&args, &[user("after the rewind", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chain = env.chain(SESSION);
+    assert_eq!(chain.len(), 4);
+    assert_eq!(chain[1].uuid, A1);
+    assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
+    assert_eq!(chain[2].text, "after the rewind");
+
+    // The abandoned turn is no longer on the live chain: resuming at it fails.
+    let out = restore(&env, SESSION, A2);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stdout_lines(&out);
+    assert_eq!(
+        lines[0]["errors"][0],
+        format!("No message found with message.uuid of: {A2}")
+    );
+}
+
+#[test]
+fn a_resume_at_with_a_prompt_chains_the_new_turn_from_the_boundary() {
+    let env = Env::new();
+    env.seed();
+    let args = restore_args(SESSION, U2);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = env.run(&args, &[user("instead", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chain = env.chain(SESSION);
+    let uuids: Vec<_> = chain.iter().map(|e| e.uuid.as_str()).collect();
+    assert_eq!(&uuids[..3], [U1, A1, U2]);
+    assert_eq!(chain.len(), 5);
+    assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
+    assert_eq!(chain[3].text, "instead");
+}
+
+#[test]
+fn a_fork_copies_the_chain_into_a_new_session_and_leaves_the_source_alone() {
+    let env = Env::new();
+    env.seed();
+    let source = std::fs::read(env.transcript(SESSION)).unwrap();
+    let mut args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    args.extend([resume.as_str(), "--fork-session"]);
+    let out = env.run(&args, &[user("forked", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    let forked = lines[0]["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(forked, SESSION);
+    assert_eq!(of_type(&lines, "result")[0]["session_id"], forked.as_str());
+    assert_eq!(std::fs::read(env.transcript(SESSION)).unwrap(), source);
+    let uuids = env.uuids(&forked);
+    assert_eq!(&uuids[..4], [U1, A1, U2, A2]);
+    assert_eq!(uuids.len(), 6);
+    let text = std::fs::read_to_string(env.transcript(&forked)).unwrap();
+    assert!(text.lines().next().unwrap().contains("\"mode\""));
+    assert!(!text.contains(&format!("\"sessionId\":\"{SESSION}\"")));
+    assert_eq!(env.journal().last().unwrap().call, "claude --fork-session");
+
+    // A mid-conversation fork with a chosen id.
+    let chosen = "f0f0f0f0-0000-4000-8000-000000000002";
+    let mut args = STREAM.to_vec();
+    let at = format!("--resume-session-at={A1}");
+    let id = format!("--session-id={chosen}");
+    args.extend([resume.as_str(), at.as_str(), "--fork-session", id.as_str()]);
+    let out = env.run(&args, &[user("branch", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_lines(&out)[0]["session_id"], chosen);
+    let chain = env.chain(chosen);
+    assert_eq!(chain.len(), 4);
+    assert_eq!(chain[1].uuid, A1);
+    assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
+    assert_eq!(std::fs::read(env.transcript(SESSION)).unwrap(), source);
+}
+
+#[test]
+fn the_real_errors_have_the_real_form() {
+    let env = Env::new();
+    env.seed();
+    let unchanged = std::fs::read(env.transcript(SESSION)).unwrap();
+
+    // --resume-session-at without --resume.
+    let mut args = STREAM.to_vec();
+    let at = format!("--resume-session-at={A1}");
+    args.push(&at);
+    let out = env.run(&args, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("Error: --resume-session-at requires --resume"));
+    assert!(out.stdout.is_empty());
+
+    // An unknown uuid: an error result, no init.
+    let missing = "00000000-0000-4000-8000-0000000000ff";
+    let out = restore(&env, SESSION, missing);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "result");
+    assert_eq!(lines[0]["subtype"], "error_during_execution");
+    assert_eq!(lines[0]["is_error"], true);
+    assert_eq!(
+        lines[0]["errors"],
+        json!([format!("No message found with message.uuid of: {missing}")])
+    );
+
+    // An unknown session.
+    let nobody = "00000000-0000-4000-8000-00000000dead";
+    let out = restore(&env, nobody, A1);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stdout_lines(&out);
+    assert_eq!(
+        lines[0]["errors"],
+        json!([format!("No conversation found with session ID: {nobody}")])
+    );
+    let out = env.run(&["-p", "--resume", nobody, "x"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&format!("No conversation found with session ID: {nobody}")));
+
+    // A --resume value that is not a UUID.
+    let out = restore(&env, "not-a-uuid", A1);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_lines(&out)[0]["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("is not a valid UUID"));
+
+    // --session-id rules.
+    let out = env.run(&["-p", "--session-id", "nope", "x"], &[]);
+    assert!(stderr(&out).contains("Error: Invalid session ID. Must be a valid UUID."));
+    let out = env.run(&["-p", "--resume", SESSION, "--session-id", U1, "x"], &[]);
+    assert!(stderr(&out).contains("--session-id can only be used with --continue or --resume if --fork-session is also specified."));
+
+    // An unknown option, a missing value.
+    let out = env.run(&["--frobnicate", "-p", "x"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).trim(), "error: unknown option '--frobnicate'");
+    let out = env.run(&["-p", "--resume-session-at"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("argument missing"));
+
+    // A stdin line that is not JSON, a message of the wrong role.
+    let mut args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    args.push(&resume);
+    let out = env.run(&args, &["{not json".to_owned()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).starts_with("Error parsing streaming input line: {not json"));
+    let bad_role = json!({"type": "user", "message": {"role": "assistant", "content": "x"}});
+    let out = env.run(&args, &[bad_role.to_string()]);
+    assert!(stderr(&out).contains("Expected message role 'user', got 'assistant'"));
+    let bad_type = json!({"type": "nonsense"});
+    let out = env.run(&args, &[bad_type.to_string()]);
+    assert!(stderr(&out).contains("Expected message type 'user' or 'control', got 'nonsense'"));
+
+    // A control request is answered; keep-alives are ignored.
+    let control = json!({"type": "control_request", "request_id": "r1", "request": {"subtype": "initialize"}});
+    let out = env.run(
+        &args,
+        &[
+            control.to_string(),
+            json!({"type": "keep_alive"}).to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    let response = of_type(&lines, "control_response");
+    assert_eq!(response[0]["response"]["request_id"], "r1");
+    assert_eq!(response[0]["response"]["subtype"], "success");
+
+    assert_eq!(std::fs::read(env.transcript(SESSION)).unwrap(), unchanged);
+    assert!(env
+        .journal()
+        .iter()
+        .filter(|e| e.call != "process/start")
+        .any(|e| e.outcome == "error"));
+}
+
+#[test]
+fn permission_bypass_as_root_needs_is_sandbox() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&["-p", "--dangerously-skip-permissions", "x"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot be used with root/sudo privileges"));
+    let out = env
+        .command(&["-p", "--dangerously-skip-permissions", "x"])
+        .env("IS_SANDBOX", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn rewind_files_is_accepted_and_journaled() {
+    let env = Env::new();
+    env.seed();
+    let mut args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    let rewind = format!("--rewind-files={U2}");
+    args.extend([resume.as_str(), rewind.as_str()]);
+    let out = env.run(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let entry = env.journal().pop().unwrap();
+    assert_eq!(entry.call, "claude --rewind-files");
+    assert_eq!(env.uuids(SESSION), [U1, A1, U2, A2]);
+    let rewind = format!("--rewind-files={A1}");
+    let out = env.run(&["-p", resume.as_str(), rewind.as_str()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("is not a user message in this session"));
+    let out = env.run(&["-p", rewind.as_str()], &[]);
+    assert!(stderr(&out).contains("Error: --rewind-files requires --resume"));
+}
+
+fn last_call(env: &Env) -> JournalEntry {
+    env.journal()
+        .into_iter()
+        .rev()
+        .find(|e| e.call != "process/start")
+        .unwrap()
+}
+
+#[test]
+fn restore_faults_answer_as_the_real_cli_fails() {
+    let env = Env::new();
+    env.seed();
+    let chain = env.uuids(SESSION);
+
+    env.fault("resume-at", FaultKind::Error, None);
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["is_error"], true);
+    assert_eq!(lines[0]["subtype"], "error_during_execution");
+    assert_eq!(last_call(&env).outcome, "fault:error");
+    assert_eq!(env.uuids(SESSION), chain);
+
+    env.fault("resume-at", FaultKind::UnknownSession, None);
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout_lines(&out)[0]["errors"][0],
+        format!("No conversation found with session ID: {SESSION}")
+    );
+    assert_eq!(last_call(&env).outcome, "fault:unknown_session");
+
+    env.fault("resume-at", FaultKind::Busy, None);
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains(&format!(
+        "Session {SESSION} is currently running as a background agent"
+    )));
+    assert_eq!(last_call(&env).outcome, "fault:busy");
+
+    env.fault("resume-at", FaultKind::NoEffect, None);
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout_lines(&out)[1]["subtype"], "success");
+    assert_eq!(env.uuids(SESSION), chain, "no_effect changes nothing");
+    assert_eq!(last_call(&env).outcome, "fault:no_effect");
+
+    env.fault("resume-at", FaultKind::Crash, None);
+    let out = restore(&env, SESSION, A1);
+    assert_eq!(out.status.code(), Some(134));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(env.uuids(SESSION), chain);
+    assert_eq!(last_call(&env).outcome, "fault:crash");
+
+    env.fault("resume-at", FaultKind::Hang, Some(400));
+    let started = Instant::now();
+    let out = restore(&env, SESSION, A1);
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(env.uuids(SESSION), [U1, A1]);
+    assert_eq!(last_call(&env).outcome, "fault:hang");
+
+    env.fault("resume-at", FaultKind::Hang, None);
+    let args = restore_args(SESSION, U1);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = env.command(&args).stdin(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "a hang never answers");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.stdout.is_empty());
+    assert_eq!(last_call(&env).outcome, "fault:hang");
+    assert_eq!(env.uuids(SESSION), [U1, A1]);
+
+    // A fault for another call does not fire on the restore.
+    env.fault("resume", FaultKind::Error, None);
+    let out = restore(&env, SESSION, U1);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(env.uuids(SESSION), [U1]);
+    assert_eq!(last_call(&env).outcome, "ok");
+}
+
+#[test]
+fn prompt_faults_match_resume_and_new() {
+    let env = Env::new();
+    env.seed();
+    env.fault("resume", FaultKind::NoEffect, None);
+    let mut args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    args.push(&resume);
+    let out = env.run(&args, &[user("lost", None)]);
+    assert!(out.status.success());
+    assert_eq!(of_type(&stdout_lines(&out), "assistant").len(), 1);
+    assert_eq!(env.uuids(SESSION).len(), 4);
+    assert_eq!(last_call(&env).outcome, "fault:no_effect");
+
+    let fresh = "aaaaaaaa-0000-4000-8000-000000000003";
+    FaultPlan {
+        rules: vec![FaultRule {
+            target: fresh.into(),
+            call: Some("new".into()),
+            kind: FaultKind::Busy,
+            hang_ms: None,
+        }],
+    }
+    .save(&rewind_mock_runtimes::faults_path(env.config()))
+    .unwrap();
+    let mut args = STREAM.to_vec();
+    let id = format!("--session-id={fresh}");
+    args.push(&id);
+    let out = env.run(&args, &[user("x", None)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&format!("Session ID {fresh} is already in use.")));
+    assert_eq!(last_call(&env).outcome, "fault:busy");
+    assert!(live_chain(env.config(), env.cwd(), fresh)
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn every_process_start_is_journaled_even_for_a_bad_command_line() {
+    let env = Env::new();
+    let _ = env.run(&["--nope"], &[]);
+    let _ = env.run(&["-p", "--session-id", SESSION, "hello"], &[]);
+    let journal = env.journal();
+    let starts: Vec<_> = journal
+        .iter()
+        .filter(|e| e.call == "process/start")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[0].request, json!(strs(&["--nope"])));
+    assert_eq!(starts[1].target.as_deref(), Some(SESSION));
+    assert!(journal.iter().all(|e| e.runtime == "claude"));
+    assert!(journal
+        .iter()
+        .any(|e| e.call == "claude" && e.outcome == "error"));
+    assert!(live_chain(
+        env.config(),
+        env.cwd(),
+        "00000000-0000-4000-8000-000000000000"
+    )
+    .unwrap()
+    .is_none());
+}

@@ -1,0 +1,1049 @@
+//! Drives the `mock-codex` binary as `codex app-server` over stdio, the way a daemon does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use rewind_mock_runtimes::codex::{self, SeedThread, SeedTurn};
+use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
+use rewind_mock_runtimes::journal::read_journal;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mock-codex");
+const WAIT: Duration = Duration::from_secs(10);
+const THREAD: &str = "5ee8fe45-121f-45e4-af6b-8ae4a14c4c3d";
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    next_id: u64,
+}
+
+impl Server {
+    fn start(home: &Path) -> Server {
+        Server::start_with(home, &[])
+    }
+
+    fn start_with(home: &Path, env: &[(&str, &str)]) -> Server {
+        let mut command = Command::new(BIN);
+        command
+            .arg("app-server")
+            .env("CODEX_HOME", home)
+            .env_remove(codex::VERSION_ENV)
+            .env_remove(codex::TURN_MS_ENV)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn mock-codex");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("server wrote a non-JSON line {line:?}: {e}"));
+                assert!(value.get("jsonrpc").is_none(), "no jsonrpc field: {line}");
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            next_id: 0,
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = if params.is_null() {
+            json!({ "id": id, "method": method })
+        } else {
+            json!({ "id": id, "method": method, "params": params })
+        };
+        self.send_line(&message.to_string());
+        id
+    }
+
+    fn notify(&mut self, method: &str) {
+        self.send_line(&json!({ "method": method }).to_string());
+    }
+
+    fn recv(&self, timeout: Duration) -> Result<Value, RecvTimeoutError> {
+        self.lines.recv_timeout(timeout)
+    }
+
+    /// Waits for the answer to `id`, returning it and the notifications received before it.
+    fn wait(&self, id: u64, timeout: Duration) -> Option<(Value, Vec<Value>)> {
+        let deadline = Instant::now() + timeout;
+        let mut before = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.recv(left) {
+                Ok(message) if message.get("id") == Some(&json!(id)) => {
+                    return Some((message, before))
+                }
+                Ok(message) => before.push(message),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.send_request(method, params);
+        self.wait(id, WAIT)
+            .unwrap_or_else(|| panic!("no answer to {method}"))
+    }
+
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let (answer, _) = self.call(method, params);
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{method} failed: {answer}"))
+    }
+
+    fn err(&mut self, method: &str, params: Value) -> (i64, String) {
+        let (answer, _) = self.call(method, params);
+        let error = answer
+            .get("error")
+            .unwrap_or_else(|| panic!("{method} should fail: {answer}"));
+        (
+            error["code"].as_i64().unwrap(),
+            error["message"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn handshake(&mut self, experimental: bool) -> Value {
+        let result = self.ok(
+            "initialize",
+            json!({
+                "clientInfo": { "name": "rewind-test", "version": "1.0.0" },
+                "capabilities": { "experimentalApi": experimental },
+            }),
+        );
+        self.notify("initialized");
+        result
+    }
+
+    /// Notifications until (and including) `method`.
+    fn until(&self, method: &str) -> Vec<Value> {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self
+                .recv(left)
+                .unwrap_or_else(|_| panic!("no {method}; saw {seen:?}"));
+            let done = message["method"] == method;
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    fn close(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("mock-codex did not exit after stdin closed");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn seed(home: &Path, turns: usize) {
+    codex::seed_thread(
+        home,
+        &SeedThread {
+            thread_id: THREAD.into(),
+            turns: (1..=turns)
+                .map(|i| SeedTurn {
+                    id: format!("turn-{i}"),
+                    input: format!("question {i}"),
+                    output: format!("answer {i}"),
+                })
+                .collect(),
+        },
+    )
+    .unwrap();
+}
+
+fn turn_ids(thread: &Value) -> Vec<String> {
+    thread["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn set_faults(home: &Path, rules: Vec<FaultRule>) {
+    FaultPlan { rules }
+        .save(&rewind_mock_runtimes::faults_path(home))
+        .unwrap();
+}
+
+fn rule(call: &str, kind: FaultKind, hang_ms: Option<u64>) -> FaultRule {
+    FaultRule {
+        target: THREAD.into(),
+        call: Some(call.into()),
+        kind,
+        hang_ms,
+    }
+}
+
+fn methods(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("(response)").to_owned())
+        .collect()
+}
+
+#[test]
+fn handshake_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    assert_eq!(
+        server.err("thread/start", json!({})),
+        (-32600, "Not initialized".to_owned())
+    );
+    // Like the real server, a request is decoded before the initialization check.
+    let (code, message) = server.err("thread/read", json!({}));
+    assert_eq!(code, -32600);
+    assert_eq!(message, "Invalid request: missing field `threadId`");
+    let result = server.handshake(false);
+    assert_eq!(result["codexHome"], home.path().display().to_string());
+    assert!(result["userAgent"].as_str().unwrap().contains("0.155.0"));
+    assert!(result["platformOs"].is_string() && result["platformFamily"].is_string());
+    assert_eq!(
+        server.err(
+            "initialize",
+            json!({ "clientInfo": { "name": "again", "version": "1" } })
+        ),
+        (-32600, "Already initialized".to_owned())
+    );
+    assert_eq!(
+        server.err("thread/start", json!({ "historyMode": "legacy" })),
+        (
+            -32600,
+            "thread/start.historyMode requires experimentalApi capability".to_owned()
+        )
+    );
+    let started = server.ok("thread/start", json!({}));
+    assert_eq!(started["thread"]["historyMode"], "paginated");
+    assert!(server.close().success());
+}
+
+#[test]
+fn initialize_refuses_a_client_name_that_is_not_a_header_value() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    let (code, message) = server.err(
+        "initialize",
+        json!({ "clientInfo": { "name": "bad\nname", "version": "1" } }),
+    );
+    assert_eq!(code, -32600);
+    assert!(message.starts_with("Invalid clientInfo.name:"), "{message}");
+    server.handshake(true);
+}
+
+#[test]
+fn start_and_turn_follow_the_real_notification_order() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let (answer, _) = server.call("thread/start", json!({ "historyMode": "legacy" }));
+    let thread = &answer["result"]["thread"];
+    let thread_id = thread["id"].as_str().unwrap().to_owned();
+    uuid::Uuid::parse_str(&thread_id).expect("thread ids are UUIDs");
+    assert_eq!(thread["turns"], json!([]));
+    assert_eq!(thread["status"]["type"], "idle");
+    for key in ["model", "modelProvider", "cwd", "approvalPolicy", "sandbox"] {
+        assert!(
+            answer["result"].get(key).is_some(),
+            "thread/start lacks {key}"
+        );
+    }
+    let started = server.until("thread/started");
+    assert_eq!(
+        started.len(),
+        1,
+        "thread/started comes right after the answer"
+    );
+    assert_eq!(started[0]["params"]["thread"]["id"], thread_id.as_str());
+
+    let turn = server.ok(
+        "turn/start",
+        json!({ "threadId": thread_id, "input": [{ "type": "text", "text": "hello there", "text_elements": [] }] }),
+    );
+    assert_eq!(turn["turn"]["status"], "inProgress");
+    let turn_id = turn["turn"]["id"].as_str().unwrap().to_owned();
+    let notes = server.until("turn/completed");
+    let mut names = methods(&notes);
+    let deltas: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "item/agentMessage/delta")
+        .collect();
+    assert!(deltas.len() >= 2, "the reply streams in several deltas");
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "thread/status/changed",
+            "turn/started",
+            "item/started",
+            "item/completed",
+            "item/started",
+            "item/agentMessage/delta",
+            "item/completed",
+            "thread/tokenUsage/updated",
+            "thread/status/changed",
+            "turn/completed",
+        ]
+    );
+    assert_eq!(notes[0]["params"]["status"]["type"], "active");
+    assert_eq!(notes[2]["params"]["item"]["type"], "userMessage");
+    let text: String = deltas
+        .iter()
+        .map(|d| d["params"]["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, codex::canned_reply("hello there"));
+    let last_item = &notes[notes.len() - 4];
+    assert_eq!(last_item["method"], "item/completed");
+    assert_eq!(last_item["params"]["item"]["type"], "agentMessage");
+    assert_eq!(last_item["params"]["item"]["text"], text.as_str());
+    assert_eq!(notes[notes.len() - 2]["params"]["status"]["type"], "idle");
+    let completed = &notes[notes.len() - 1]["params"];
+    assert_eq!(completed["threadId"], thread_id.as_str());
+    assert_eq!(completed["turn"]["id"], turn_id.as_str());
+    assert_eq!(completed["turn"]["status"], "completed");
+
+    let state = codex::read_thread(home.path(), &thread_id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.turn_ids(), vec![turn_id]);
+    assert_eq!(state.turns[0].output, text);
+}
+
+#[test]
+fn read_shows_turns_only_when_asked_and_refuses_unknown_threads() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+    assert_eq!(turn_ids(&read["thread"]), ["turn-1", "turn-2"]);
+    assert_eq!(read["thread"]["status"]["type"], "notLoaded");
+    let items = &read["thread"]["turns"][1]["items"];
+    assert_eq!(items[0]["type"], "userMessage");
+    assert_eq!(items[0]["content"][0]["text"], "question 2");
+    assert_eq!(items[1]["type"], "agentMessage");
+    assert_eq!(items[1]["text"], "answer 2");
+    assert_eq!(read["thread"]["turns"][1]["status"], "completed");
+    let bare = server.ok("thread/read", json!({ "threadId": THREAD }));
+    assert_eq!(bare["thread"]["turns"], json!([]));
+    let missing = "04cd6ae5-fcb9-4c6a-b6da-92b711162dc1";
+    assert_eq!(
+        server.err(
+            "thread/read",
+            json!({ "threadId": missing, "includeTurns": true })
+        ),
+        (-32600, format!("thread not loaded: {missing}"))
+    );
+    let (code, message) = server.err("thread/read", json!({ "threadId": "thr_1" }));
+    assert_eq!(code, -32600);
+    assert!(message.starts_with("invalid thread id: "), "{message}");
+    assert_eq!(
+        server.err("thread/resume", json!({ "threadId": missing })),
+        (-32600, format!("no rollout found for thread id {missing}"))
+    );
+    let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(turn_ids(&resumed["thread"]), ["turn-1", "turn-2"]);
+    assert_eq!(resumed["thread"]["status"]["type"], "idle");
+}
+
+#[test]
+fn rollback_drops_turns_from_the_end_and_persists() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 3);
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    // Not loaded in this process yet.
+    assert_eq!(
+        server.err(
+            "thread/rollback",
+            json!({ "threadId": THREAD, "numTurns": 1 })
+        ),
+        (-32600, format!("thread not found: {THREAD}"))
+    );
+    let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(turn_ids(&resumed["thread"]), ["turn-1", "turn-2", "turn-3"]);
+
+    let (answer, before) = server.call(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 0 }),
+    );
+    assert_eq!(answer["error"]["message"], "numTurns must be >= 1");
+    assert_eq!(methods(&before), ["deprecationNotice"]);
+
+    let (answer, before) = server.call(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 2 }),
+    );
+    assert_eq!(methods(&before), ["deprecationNotice"]);
+    assert_eq!(
+        before[0]["params"]["summary"],
+        "thread/rollback is deprecated and will be removed soon"
+    );
+    assert_eq!(turn_ids(&answer["result"]["thread"]), ["turn-1"]);
+
+    let state = codex::read_thread(home.path(), THREAD).unwrap().unwrap();
+    assert_eq!(state.turn_ids(), ["turn-1"]);
+    assert!(state.rolled_back());
+    assert!(state.history.iter().any(|e| matches!(
+        e,
+        codex::HistoryEvent::ThreadRolledBack { num_turns: 2, dropped, .. } if dropped == &["turn-2", "turn-3"]
+    )));
+    assert!(server.close().success());
+
+    // A later app-server process resumes the rolled-back thread.
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(turn_ids(&resumed["thread"]), ["turn-1"]);
+    // More turns than the thread holds: everything goes.
+    let rolled = server.ok(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 5 }),
+    );
+    assert_eq!(rolled["thread"]["turns"], json!([]));
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .rollback_count(),
+        2
+    );
+}
+
+#[test]
+fn rollback_is_refused_on_paginated_threads_and_during_a_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(home.path(), &[(codex::TURN_MS_ENV, "1500")]);
+    server.handshake(true);
+    let paginated = server.ok("thread/start", json!({}));
+    let paginated_id = paginated["thread"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        server.err(
+            "thread/rollback",
+            json!({ "threadId": paginated_id, "numTurns": 1 })
+        ),
+        (
+            -32600,
+            "paginated threads do not support thread/rollback".to_owned()
+        )
+    );
+
+    let legacy = server.ok("thread/start", json!({ "historyMode": "legacy" }));
+    let legacy_id = legacy["thread"]["id"].as_str().unwrap().to_owned();
+    server.until("thread/started");
+    server.ok(
+        "turn/start",
+        json!({ "threadId": legacy_id, "input": [{ "type": "text", "text": "slow" }] }),
+    );
+    server.until("turn/started");
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": legacy_id, "includeTurns": true }),
+    );
+    assert_eq!(read["thread"]["status"]["type"], "active");
+    assert_eq!(read["thread"]["turns"][0]["status"], "inProgress");
+    assert_eq!(
+        server.err(
+            "thread/rollback",
+            json!({ "threadId": legacy_id, "numTurns": 1 })
+        ),
+        (
+            -32600,
+            "Cannot rollback while a turn is in progress.".to_owned()
+        )
+    );
+    server.until("turn/completed");
+    let rolled = server.ok(
+        "thread/rollback",
+        json!({ "threadId": legacy_id, "numTurns": 1 }),
+    );
+    assert_eq!(rolled["thread"]["turns"], json!([]));
+}
+
+#[test]
+fn a_turn_left_running_by_a_dead_process_reads_interrupted() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(home.path(), &[(codex::TURN_MS_ENV, "60000")]);
+    server.handshake(true);
+    let legacy = server.ok("thread/start", json!({ "historyMode": "legacy" }));
+    let id = legacy["thread"]["id"].as_str().unwrap().to_owned();
+    server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "never ends" }] }),
+    );
+    server.until("turn/started");
+    server.kill();
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let resumed = server.ok("thread/resume", json!({ "threadId": id }));
+    assert_eq!(resumed["thread"]["turns"][0]["status"], "interrupted");
+    // Interrupted turns are turns: a rollback can drop them.
+    let rolled = server.ok("thread/rollback", json!({ "threadId": id, "numTurns": 1 }));
+    assert_eq!(rolled["thread"]["turns"], json!([]));
+}
+
+#[test]
+fn revert_works_on_paginated_threads_only() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(
+        server.err(
+            "thread/revert",
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-1" })
+        ),
+        (
+            -32600,
+            "thread/revert only supports paginated threads".to_owned()
+        )
+    );
+
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    let mut turns = Vec::new();
+    for text in ["one", "two", "three"] {
+        let turn = server.ok(
+            "turn/start",
+            json!({ "threadId": id, "input": [{ "type": "text", "text": text }] }),
+        );
+        turns.push(turn["turn"]["id"].as_str().unwrap().to_owned());
+        server.until("turn/completed");
+    }
+    assert_eq!(
+        server.err(
+            "thread/revert",
+            json!({ "threadId": id, "beforeTurnId": "nope" })
+        ),
+        (-32600, "turn not found: nope".to_owned())
+    );
+    let reverted = server.ok(
+        "thread/revert",
+        json!({ "threadId": id, "beforeTurnId": turns[1] }),
+    );
+    assert_eq!(reverted["thread"]["turns"], json!([]));
+    assert!(reverted["turnsBackwardsCursor"].is_string());
+    assert!(reverted.get("itemsBackwardsCursor").is_some());
+    let notes = server.until("thread/reverted");
+    assert_eq!(notes.last().unwrap()["params"]["threadId"], id.as_str());
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": id, "includeTurns": true }),
+    );
+    assert_eq!(turn_ids(&read["thread"]), [turns[0].clone()]);
+    let state = codex::read_thread(home.path(), &id).unwrap().unwrap();
+    assert!(state.reverted());
+    assert!(!state.rolled_back());
+}
+
+#[test]
+fn version_0_156_has_no_rollback() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, "0.156.0")]);
+    let init = server.handshake(true);
+    assert!(init["userAgent"].as_str().unwrap().contains("0.156.0"));
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let (answer, before) = server.call(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert!(before.is_empty(), "no deprecation notice: {before:?}");
+    assert_eq!(answer["error"]["code"], -32600);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Invalid request: unknown variant `thread/rollback`, expected one of "),
+        "{message}"
+    );
+    assert!(message.contains("`thread/revert`"), "{message}");
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .turn_ids(),
+        ["turn-1", "turn-2"]
+    );
+    // thread/revert is the replacement, on paginated threads.
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    let turn = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "x" }] }),
+    );
+    server.until("turn/completed");
+    let reverted = server.ok(
+        "thread/revert",
+        json!({ "threadId": id, "beforeTurnId": turn["turn"]["id"] }),
+    );
+    assert_eq!(reverted["thread"]["turns"], json!([]));
+    assert!(reverted["turnsBackwardsCursor"].is_null());
+}
+
+#[test]
+fn unknown_methods_bad_params_and_bad_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let (code, message) = server.err("thread/fly", json!({}));
+    assert_eq!(code, -32600);
+    assert!(
+        message.starts_with(
+            "Invalid request: unknown variant `thread/fly`, expected one of `initialize`"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        server.err("thread/rollback", json!({ "numTurns": 1 })),
+        (
+            -32600,
+            "Invalid request: missing field `threadId`".to_owned()
+        )
+    );
+    let (_, message) = server.err(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": "two" }),
+    );
+    assert!(
+        message.starts_with("Invalid request: invalid type: string \"two\""),
+        "{message}"
+    );
+    assert_eq!(
+        server.err("thread/resume", Value::Null),
+        (-32600, "Invalid request: missing field `params`".to_owned())
+    );
+    let (_, message) = server.err(
+        "turn/start",
+        json!({ "threadId": THREAD, "input": [{ "type": "hologram" }] }),
+    );
+    assert!(message.contains("unknown variant `hologram`"), "{message}");
+    // A line that is not JSON (or not an object) is dropped without an answer.
+    server.send_line("this is not json");
+    server.send_line("[1, 2]");
+    server.send_line("{\"id\": null, \"method\": \"thread/start\"}");
+    let started = server.ok("thread/start", json!({}));
+    assert!(started["thread"]["id"].is_string());
+    assert!(server.close().success());
+    let journal = read_journal(&rewind_mock_runtimes::journal_path(home.path())).unwrap();
+    assert_eq!(
+        journal.iter().filter(|e| e.call == "(unparseable)").count(),
+        3
+    );
+}
+
+#[test]
+fn fault_error_answers_an_internal_error() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::Error, None)],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let (answer, before) = server.call(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert_eq!(methods(&before), ["deprecationNotice"]);
+    assert_eq!(answer["error"]["code"], -32603);
+    assert_eq!(
+        answer["error"]["message"],
+        "failed to start rollback: injected fault"
+    );
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .turn_ids(),
+        ["turn-1", "turn-2"]
+    );
+    // Other calls on the thread are untouched by a rule naming another call.
+    server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+}
+
+#[test]
+fn fault_hang_with_hang_ms_answers_late() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::Hang, Some(400))],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let started = Instant::now();
+    let rolled = server.ok(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert_eq!(turn_ids(&rolled["thread"]), ["turn-1"]);
+}
+
+#[test]
+fn fault_hang_without_hang_ms_never_answers() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::Hang, None)],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let id = server.send_request(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert!(
+        server.wait(id, Duration::from_millis(500)).is_none(),
+        "a hung call must not answer"
+    );
+    let journal = read_journal(&rewind_mock_runtimes::journal_path(home.path())).unwrap();
+    let hung = journal
+        .iter()
+        .find(|e| e.call == "thread/rollback")
+        .unwrap();
+    assert_eq!(hung.outcome, "fault:hang");
+    server.kill();
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .turn_ids(),
+        ["turn-1", "turn-2"]
+    );
+}
+
+#[test]
+fn fault_no_effect_reports_success_and_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 3);
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::NoEffect, None)],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let rolled = server.ok(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 2 }),
+    );
+    assert_eq!(turn_ids(&rolled["thread"]), ["turn-1", "turn-2", "turn-3"]);
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+    assert_eq!(turn_ids(&read["thread"]), ["turn-1", "turn-2", "turn-3"]);
+    let state = codex::read_thread(home.path(), THREAD).unwrap().unwrap();
+    assert!(!state.rolled_back());
+}
+
+#[test]
+fn fault_unknown_session_answers_like_a_missing_thread() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![FaultRule {
+            target: THREAD.into(),
+            call: None,
+            kind: FaultKind::UnknownSession,
+            hang_ms: None,
+        }],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    assert_eq!(
+        server.err("thread/resume", json!({ "threadId": THREAD })),
+        (-32600, format!("no rollout found for thread id {THREAD}"))
+    );
+    assert_eq!(
+        server.err(
+            "thread/read",
+            json!({ "threadId": THREAD, "includeTurns": true })
+        ),
+        (-32600, format!("thread not loaded: {THREAD}"))
+    );
+    assert_eq!(
+        server.err(
+            "thread/rollback",
+            json!({ "threadId": THREAD, "numTurns": 1 })
+        ),
+        (-32600, format!("thread not found: {THREAD}"))
+    );
+}
+
+#[test]
+fn fault_busy_refuses_the_rollback_and_reads_active() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![FaultRule {
+            target: THREAD.into(),
+            call: None,
+            kind: FaultKind::Busy,
+            hang_ms: None,
+        }],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(resumed["thread"]["status"]["type"], "active");
+    assert_eq!(
+        server.err(
+            "thread/rollback",
+            json!({ "threadId": THREAD, "numTurns": 1 })
+        ),
+        (
+            -32600,
+            "Cannot rollback while a turn is in progress.".to_owned()
+        )
+    );
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+    assert_eq!(read["thread"]["status"]["type"], "active");
+    assert_eq!(turn_ids(&read["thread"]), ["turn-1", "turn-2"]);
+}
+
+#[test]
+fn fault_crash_exits_mid_call_without_an_answer() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::Crash, None)],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let id = server.send_request(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    let mut seen = Vec::new();
+    loop {
+        match server.recv(WAIT) {
+            Ok(message) => {
+                assert_ne!(
+                    message.get("id"),
+                    Some(&json!(id)),
+                    "a crash answers nothing"
+                );
+                seen.push(message);
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => panic!("the mock did not exit"),
+        }
+    }
+    let status = server.close();
+    assert_eq!(status.code(), Some(134));
+    let journal = read_journal(&rewind_mock_runtimes::journal_path(home.path())).unwrap();
+    assert_eq!(journal.last().unwrap().call, "thread/rollback");
+    assert_eq!(journal.last().unwrap().outcome, "fault:crash");
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .turn_ids(),
+        ["turn-1", "turn-2"]
+    );
+}
+
+#[test]
+fn faults_are_reread_on_every_call() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 3);
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    set_faults(
+        home.path(),
+        vec![rule("thread/rollback", FaultKind::Busy, None)],
+    );
+    let (_, message) = server.err(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert_eq!(message, "Cannot rollback while a turn is in progress.");
+    set_faults(home.path(), vec![]);
+    let rolled = server.ok(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert_eq!(turn_ids(&rolled["thread"]), ["turn-1", "turn-2"]);
+    // A broken plan is loud, not ignored.
+    std::fs::write(rewind_mock_runtimes::faults_path(home.path()), "{ broken").unwrap();
+    let (code, message) = server.err("thread/read", json!({ "threadId": THREAD }));
+    assert_eq!(code, -32603);
+    assert!(message.contains("not a fault plan"), "{message}");
+}
+
+#[test]
+fn journal_records_the_process_and_every_call() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    set_faults(
+        home.path(),
+        vec![rule("thread/read", FaultKind::NoEffect, None)],
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    server.ok(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+    server.err(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 0 }),
+    );
+    assert!(server.close().success());
+    let journal = read_journal(&rewind_mock_runtimes::journal_path(home.path())).unwrap();
+    let calls: Vec<&str> = journal.iter().map(|e| e.call.as_str()).collect();
+    assert_eq!(
+        calls,
+        [
+            "process/start",
+            "initialize",
+            "initialized",
+            "thread/resume",
+            "thread/rollback",
+            "thread/read",
+            "thread/rollback",
+        ]
+    );
+    let start = &journal[0];
+    assert_eq!(start.runtime, "codex");
+    let argv = start.request.as_array().unwrap();
+    assert_eq!(argv.last().unwrap(), "app-server");
+    assert!(journal.iter().all(|e| e.pid == start.pid));
+    assert_eq!(journal[3].target.as_deref(), Some(THREAD));
+    assert_eq!(
+        journal[4].request,
+        json!({ "threadId": THREAD, "numTurns": 1 })
+    );
+    assert_eq!(journal[4].outcome, "ok");
+    assert_eq!(journal[5].outcome, "fault:no_effect");
+    assert_eq!(journal[6].outcome, "error");
+    assert_eq!(journal[6].detail.as_deref(), Some("numTurns must be >= 1"));
+}
+
+#[test]
+fn the_process_refuses_to_start_without_a_usable_home_or_command_line() {
+    let run = |args: &[&str], home: Option<&Path>, env: &[(&str, &str)]| {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .env_remove("CODEX_HOME")
+            .env_remove(codex::VERSION_ENV)
+            .stdin(Stdio::null());
+        if let Some(home) = home {
+            command.env("CODEX_HOME", home);
+        }
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    };
+    let out = run(&["app-server"], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CODEX_HOME"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let out = run(&["app-server"], Some(&file), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+    let out = run(&["exec", "hi"], Some(dir.path()), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["app-server", "--bogus"], Some(dir.path()), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        &["app-server", "--listen", "stdio://"],
+        Some(dir.path()),
+        &[(codex::VERSION_ENV, "latest")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(codex::VERSION_ENV));
+    let out = run(
+        &["app-server", "--listen", "stdio://"],
+        Some(dir.path()),
+        &[],
+    );
+    assert!(out.status.success(), "stdin closed at once: a clean exit");
+    let out = run(&["--version"], None, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "codex-cli 0.155.0"
+    );
+}
