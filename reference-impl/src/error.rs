@@ -81,13 +81,38 @@ pub enum RewindError {
         /// The operation that recorded the failure, if one was created.
         operation_id: Option<String>,
     },
-    /// The suffix reached agents, and this build has no runtime recovery to restore them.
-    #[error(
-        "runtime recovery is not available in this build (agents reached by the suffix: {agents})"
-    )]
+    /// A related agent's native restore failed. `status` tells whether the database is
+    /// untouched (`failed`: no runtime had been restored yet) or needs repair
+    /// (`repair_required`: an earlier agent's runtime was already restored).
+    #[error("runtime restore of agent `{agent_id}` ({runtime}) failed: {failure}")]
+    RuntimeRestoreFailed {
+        /// The agent whose restore failed.
+        agent_id: String,
+        /// Its runtime id.
+        runtime: String,
+        /// What went wrong.
+        failure: Box<crate::runtimes::RestoreFailure>,
+        /// The operation that recorded the failure.
+        operation_id: String,
+        /// The status recorded for it.
+        status: crate::lifecycle::OperationStatus,
+    },
+    /// The suffix reached agents, and no runtime settings were given to reach their runtimes.
+    #[error("runtime recovery is not configured (agents reached by the suffix: {agents})")]
     RuntimeRecoveryUnavailable {
         /// The related agents, comma separated.
         agents: String,
+    },
+    /// Every runtime was restored but the database apply (or a later step) failed: the
+    /// operation is `repair_required`.
+    #[error("runtimes were restored but the rewind could not be applied ({cause}); operation `{operation_id}` needs repair")]
+    RepairRequired {
+        /// The operation, recorded as `repair_required`.
+        operation_id: String,
+        /// The spec refusal behind it, when there is one (e.g. suffix drift).
+        refusal: Option<SpecError>,
+        /// What failed.
+        cause: String,
     },
     /// The database failed.
     #[error("database error while {action}: {source}")]
@@ -101,6 +126,29 @@ pub enum RewindError {
 }
 
 impl RewindError {
+    /// A stable machine code for any failure: the spec code of a refusal,
+    /// `runtime_restore_failed`, `repair_required`, or `internal`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RewindError::Refused { error, .. } => error.code(),
+            RewindError::RuntimeRestoreFailed { .. } => "runtime_restore_failed",
+            RewindError::RepairRequired { .. } => "repair_required",
+            RewindError::RuntimeRecoveryUnavailable { .. } | RewindError::Database { .. } => {
+                "internal"
+            }
+        }
+    }
+
+    /// The durable operation that recorded this failure, if one was created.
+    pub fn operation_id(&self) -> Option<&str> {
+        match self {
+            RewindError::Refused { operation_id, .. } => operation_id.as_deref(),
+            RewindError::RuntimeRestoreFailed { operation_id, .. }
+            | RewindError::RepairRequired { operation_id, .. } => Some(operation_id),
+            _ => None,
+        }
+    }
+
     pub(crate) fn refused(error: SpecError) -> Self {
         RewindError::Refused {
             error,

@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod capabilities;
 pub mod error;
+pub mod gc;
 pub mod guards;
 pub mod lifecycle;
 pub mod messages;
@@ -17,6 +18,7 @@ pub mod plan;
 pub mod realtime;
 pub mod recompute;
 pub mod recovery;
+pub mod runtimes;
 pub mod scrub;
 mod service;
 pub mod sql;

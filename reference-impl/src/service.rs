@@ -10,7 +10,8 @@ use crate::lifecycle::{self, OperationStatus};
 use crate::messages::{self, NewMessage, Posted};
 use crate::plan;
 use crate::realtime::{self, RealtimeSink};
-use crate::recovery;
+use crate::recovery::{self, RestoreTarget};
+use crate::runtimes::{self, RestoreFailure, Restored, RuntimeSettings};
 
 /// Who asks for the rewind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +51,24 @@ pub struct RewindOutcome {
 pub struct Rewinder {
     pool: PgPool,
     sink: Arc<dyn RealtimeSink>,
+    runtimes: Option<Arc<RuntimeSettings>>,
 }
 
 impl Rewinder {
     /// A rewinder working on the spec schema behind `pool`, publishing realtime events to `sink`.
     pub fn new(pool: PgPool, sink: Arc<dyn RealtimeSink>) -> Self {
-        Rewinder { pool, sink }
+        Rewinder {
+            pool,
+            sink,
+            runtimes: None,
+        }
+    }
+
+    /// Reaches the agents' runtimes through `settings` for the restore step. Without it, a
+    /// rewind whose suffix reached an agent is refused before anything is recorded.
+    pub fn with_runtimes(mut self, settings: RuntimeSettings) -> Self {
+        self.runtimes = Some(Arc::new(settings));
+        self
     }
 
     /// Appends a message (live mode) and publishes its `message.created`.
@@ -67,7 +80,9 @@ impl Rewinder {
         Ok(posted)
     }
 
-    /// Runs the whole rewind: guards, durable operation, restore, apply.
+    /// Runs the whole rewind in the spec's order (section 5): build the suffix, collect the
+    /// related agents, validate them, record the operation, restore and verify every runtime,
+    /// and only then apply.
     pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {
         let Actor::Human(initiator) = &command.actor else {
             return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
@@ -82,17 +97,20 @@ impl Rewinder {
             )
             .await?
         };
-        if !plan.related_agent_ids.is_empty() {
+        let targets = if plan.related_agent_ids.is_empty() {
+            Vec::new()
+        } else {
             let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
             recovery::validate_related_agents(&mut conn, &plan.boundary, &plan.related_agent_ids)
-                .await?;
-            // Native restore through the runtimes is not built yet: refuse rather than tombstone
-            // a conversation whose agents would keep the rewound context.
+                .await?
+        };
+        if !targets.is_empty() && self.runtimes.is_none() {
             return Err(RewindError::RuntimeRecoveryUnavailable {
                 agents: plan.related_agent_ids.join(", "),
             });
         }
         let operation_id = lifecycle::begin(&self.pool, &plan).await?;
+        self.restore_runtimes(&operation_id, &targets).await?;
         match apply_rewind(&self.pool, &plan, &operation_id).await {
             Ok(rewound_message_ids) => {
                 // Post-commit: the rewind has happened; a lost notice is recovered by the
@@ -108,17 +126,35 @@ impl Rewinder {
                     rewound_message_ids,
                 })
             }
-            Err(err) => {
-                // No runtime was restored in this flow, so the failure is `failed`.
-                let (code, message) = match &err {
-                    RewindError::Refused { error, .. } => (error.code(), error.to_string()),
-                    other => ("internal", other.to_string()),
+            Err(err) if !targets.is_empty() => {
+                // The runtimes already forgot the suffix: the conversation needs repair, and
+                // nothing was half-tombstoned (apply is one transaction).
+                let refusal = match &err {
+                    RewindError::Refused { error, .. } => Some(*error),
+                    _ => None,
                 };
+                let cause = err.to_string();
+                lifecycle::fail(
+                    &self.pool,
+                    &operation_id,
+                    OperationStatus::RepairRequired,
+                    err.code(),
+                    &cause,
+                )
+                .await?;
+                Err(RewindError::RepairRequired {
+                    operation_id,
+                    refusal,
+                    cause,
+                })
+            }
+            Err(err) => {
+                let message = err.to_string();
                 lifecycle::fail(
                     &self.pool,
                     &operation_id,
                     OperationStatus::Failed,
-                    code,
+                    err.code(),
                     &message,
                 )
                 .await?;
@@ -131,5 +167,70 @@ impl Rewinder {
                 })
             }
         }
+    }
+
+    /// Restores every target's runtime, one after the other, verifying each. The first failure
+    /// ends the rewind: `failed` when no runtime had been restored yet (the database is
+    /// untouched), `repair_required` when an earlier one had.
+    async fn restore_runtimes(
+        &self,
+        operation_id: &str,
+        targets: &[RestoreTarget],
+    ) -> Result<(), RewindError> {
+        let Some(settings) = self.runtimes.as_deref() else {
+            return Ok(());
+        };
+        for (restored, target) in targets.iter().enumerate() {
+            let result = runtimes::restore(settings, target).await;
+            let result = match result {
+                Ok(Restored::FreshSession) => self.start_fresh_session(&target.agent_id).await,
+                Ok(Restored::Verified { detail }) => {
+                    tracing::debug!(agent = target.agent_id, "runtime restored: {detail}");
+                    Ok(())
+                }
+                Err(failure) => Err(failure),
+            };
+            if let Err(failure) = result {
+                let status = if restored == 0 {
+                    OperationStatus::Failed
+                } else {
+                    OperationStatus::RepairRequired
+                };
+                let message = format!(
+                    "runtime restore of agent `{}` ({}) failed: {failure}",
+                    target.agent_id, target.runtime
+                );
+                lifecycle::fail(
+                    &self.pool,
+                    operation_id,
+                    status,
+                    "runtime_restore_failed",
+                    &message,
+                )
+                .await?;
+                return Err(RewindError::RuntimeRestoreFailed {
+                    agent_id: target.agent_id.clone(),
+                    runtime: target.runtime.clone(),
+                    failure: Box::new(failure),
+                    operation_id: operation_id.to_owned(),
+                    status,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Claude before its first input: the agent's next delivery starts a new session, so the
+    /// agent forgets its session pointer.
+    async fn start_fresh_session(&self, agent_id: &str) -> Result<(), RestoreFailure> {
+        sqlx::query("UPDATE agents SET runtime_session_id = NULL WHERE id = $1")
+            .bind(agent_id)
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| RestoreFailure::Unreachable {
+                runtime: "claude",
+                detail: format!("cannot record the fresh session boundary: {e}"),
+            })
     }
 }

@@ -1,0 +1,738 @@
+//! Claude restore (`claude_session_resume_at`): the daemon runs the Claude Code CLI once,
+//! headless, as
+//!
+//! ```text
+//! claude --output-format=stream-json --input-format=stream-json --verbose
+//!        --resume=<sessionId> --resume-session-at=<boundaryUuid>
+//! ```
+//!
+//! in the agent's working directory with its environment, stdin closed at once (no prompt:
+//! the restore only moves the session's live leaf back to the boundary), bounded by the
+//! restore timeout. `--rewind-files` is never passed: the spec restores the conversation
+//! only, not the agent's files. `--fork-session` is not passed either: the agent keeps its
+//! session id.
+//!
+//! The run is judged by its stream-json `result` line and exit status, then VERIFIED by
+//! reading back the transcript the CLI keeps
+//! (`<CLAUDE_CONFIG_DIR, else $HOME/.claude>/projects/<slug of cwd>/<sessionId>.jsonl`): the
+//! live chain, walked back through `parentUuid` from the live leaf (the newest
+//! `last-prompt.leafUuid`, else the newest chain entry), must end at the boundary.
+//!
+//! The `system/init` session id is not compared with the session: some CLI releases announce
+//! a per-run id there on resume, and the transcript read-back is the proof that counts.
+//!
+//! Failure mapping:
+//! - no exit within the timeout: the process is killed, [`RestoreFailure::Timeout`];
+//! - `No conversation found with session ID` (result `errors` or stderr):
+//!   [`RestoreFailure::UnknownSession`];
+//! - `is currently running as ...` / `is already in use`: [`RestoreFailure::Busy`];
+//! - `No message found with message.uuid of: <uuid>`: [`RestoreFailure::Refused`]. The CLI
+//!   refused the boundary (it is not on the session's live chain); this is not a success
+//!   that failed its read-back, so it is not `NotVerified`;
+//! - any other error result, or exit 1 with an `Error:` line on stderr: `Refused` with the
+//!   CLI's own message;
+//! - killed by a signal, or exit without a result line otherwise: [`RestoreFailure::Crashed`]
+//!   with the exit status and the tail of stderr;
+//! - the program cannot be started: [`RestoreFailure::Unreachable`];
+//! - a success whose transcript does not end at the boundary (or is missing):
+//!   [`RestoreFailure::NotVerified`].
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::process::Command;
+
+use super::{ClaudeSettings, RestoreFailure, Restored};
+
+const RUNTIME: &str = "claude";
+
+/// How many bytes of stderr a failure quotes.
+const STDERR_TAIL: usize = 2000;
+
+/// Resumes the session at `boundary_uuid` and verifies it.
+pub async fn restore(
+    settings: &ClaudeSettings,
+    timeout: Duration,
+    session_id: &str,
+    boundary_uuid: &str,
+) -> Result<Restored, RestoreFailure> {
+    let action = format!("resuming session {session_id} at {boundary_uuid}");
+    let mut command = Command::new(&settings.program);
+    command
+        .args(restore_args(session_id, boundary_uuid))
+        .current_dir(&settings.cwd)
+        .envs(settings.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|e| RestoreFailure::Unreachable {
+        runtime: RUNTIME,
+        detail: format!("cannot start {}: {e}", settings.program.display()),
+    })?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let finished = tokio::time::timeout(timeout, async {
+        let (lines, err) = tokio::join!(read_lines(stdout), read_all(stderr));
+        let status = child.wait().await;
+        (lines, err, status)
+    })
+    .await;
+    let (lines, stderr, status) = match finished {
+        Ok(done) => done,
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(RestoreFailure::Timeout {
+                runtime: RUNTIME,
+                action,
+                timeout_ms: timeout.as_millis(),
+            });
+        }
+    };
+    let status = status.map_err(|e| RestoreFailure::Crashed {
+        runtime: RUNTIME,
+        action: action.clone(),
+        detail: format!("cannot wait for the process: {e}"),
+    })?;
+    let exit = ExitInfo::of(&status);
+    judge_run(&lines, &stderr, exit, session_id, &action)?;
+
+    let path = transcript_file(settings, session_id);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RestoreFailure::NotVerified {
+                runtime: RUNTIME,
+                expected: format!("live chain ending at {boundary_uuid}"),
+                found: format!("no transcript at {}", path.display()),
+            })
+        }
+        Err(e) => {
+            return Err(RestoreFailure::Unreachable {
+                runtime: RUNTIME,
+                detail: format!("cannot read transcript {}: {e}", path.display()),
+            })
+        }
+    };
+    let chain = LiveChain::of(&text);
+    if chain.ends_at(boundary_uuid) {
+        Ok(Restored::Verified {
+            detail: format!(
+                "live chain of session {session_id} ends at {boundary_uuid} ({} messages) in {}",
+                chain.messages.len(),
+                path.display()
+            ),
+        })
+    } else {
+        Err(RestoreFailure::NotVerified {
+            runtime: RUNTIME,
+            expected: format!("live chain ending at {boundary_uuid}"),
+            found: match chain.messages.last() {
+                Some(last) => format!(
+                    "live chain ending at {} ({} messages)",
+                    last.uuid,
+                    chain.messages.len()
+                ),
+                None => "an empty live chain".to_owned(),
+            },
+        })
+    }
+}
+
+/// The CLI arguments of a restore.
+fn restore_args(session_id: &str, boundary_uuid: &str) -> Vec<String> {
+    vec![
+        "--output-format=stream-json".to_owned(),
+        "--input-format=stream-json".to_owned(),
+        "--verbose".to_owned(),
+        format!("--resume={session_id}"),
+        format!("--resume-session-at={boundary_uuid}"),
+    ]
+}
+
+async fn read_lines<R: AsyncRead + Unpin>(stream: Option<R>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(stream) = stream {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => lines.push(String::from_utf8_lossy(&buf).trim_end().to_owned()),
+            }
+        }
+    }
+    lines
+}
+
+async fn read_all<R: AsyncRead + Unpin>(stream: Option<R>) -> String {
+    let mut buf = Vec::new();
+    if let Some(mut stream) = stream {
+        let _ = stream.read_to_end(&mut buf).await;
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ExitInfo {
+    code: Option<i32>,
+    signal: Option<i32>,
+}
+
+impl ExitInfo {
+    fn of(status: &std::process::ExitStatus) -> ExitInfo {
+        #[cfg(unix)]
+        let signal = std::os::unix::process::ExitStatusExt::signal(status);
+        #[cfg(not(unix))]
+        let signal = None;
+        ExitInfo {
+            code: status.code(),
+            signal,
+        }
+    }
+
+    fn describe(self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "unknown exit status".to_owned(),
+        }
+    }
+}
+
+/// The end of `text`, at most [`STDERR_TAIL`] bytes, on a character boundary.
+fn tail(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= STDERR_TAIL {
+        return text.to_owned();
+    }
+    let mut start = text.len() - STDERR_TAIL;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// Judges the CLI run from its stdout lines, stderr and exit: `Ok` when it reported success.
+fn judge_run(
+    stdout: &[String],
+    stderr: &str,
+    exit: ExitInfo,
+    session_id: &str,
+    action: &str,
+) -> Result<(), RestoreFailure> {
+    let result = stdout
+        .iter()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("result"));
+    let result_failed = result.as_ref().is_some_and(|r| {
+        r.get("is_error").and_then(Value::as_bool) == Some(true)
+            || r.get("subtype").and_then(Value::as_str) != Some("success")
+    });
+    if result.is_some() && !result_failed && exit.code == Some(0) {
+        return Ok(());
+    }
+    let mut messages: Vec<String> = Vec::new();
+    if let Some(r) = &result {
+        if let Some(errors) = r.get("errors").and_then(Value::as_array) {
+            messages.extend(errors.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        if let Some(text) = r.get("result").and_then(Value::as_str) {
+            if result_failed && !text.is_empty() {
+                messages.push(text.to_owned());
+            }
+        }
+    }
+    let stderr_tail = tail(stderr);
+    if !stderr_tail.is_empty() {
+        messages.push(stderr_tail.clone());
+    }
+    let all = messages.join("\n");
+    if all.contains("No conversation found") {
+        return Err(RestoreFailure::UnknownSession {
+            runtime: RUNTIME,
+            id: session_id.to_owned(),
+        });
+    }
+    if let Some(line) = all
+        .lines()
+        .find(|l| l.contains("is currently running as") || l.contains("is already in use"))
+    {
+        return Err(RestoreFailure::Busy {
+            runtime: RUNTIME,
+            message: line.trim().to_owned(),
+        });
+    }
+    if result_failed {
+        let message = if messages.is_empty() {
+            format!(
+                "error result (subtype {}), {}",
+                result
+                    .as_ref()
+                    .and_then(|r| r.get("subtype"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                exit.describe()
+            )
+        } else {
+            all
+        };
+        return Err(RestoreFailure::Refused {
+            runtime: RUNTIME,
+            action: action.to_owned(),
+            message,
+        });
+    }
+    let own_error_exit = exit.code == Some(1)
+        && stderr_tail
+            .lines()
+            .any(|l| l.trim_start().to_ascii_lowercase().starts_with("error"));
+    if result.is_none() && own_error_exit {
+        return Err(RestoreFailure::Refused {
+            runtime: RUNTIME,
+            action: action.to_owned(),
+            message: stderr_tail,
+        });
+    }
+    let what = if result.is_none() {
+        "no result line"
+    } else {
+        "a success result"
+    };
+    Err(RestoreFailure::Crashed {
+        runtime: RUNTIME,
+        action: action.to_owned(),
+        detail: format!(
+            "{what}, {}; stderr: {}",
+            exit.describe(),
+            if stderr_tail.is_empty() {
+                "(empty)"
+            } else {
+                &stderr_tail
+            }
+        ),
+    })
+}
+
+/// The directory name the CLI derives from a working directory: every character that is not
+/// an ASCII letter or digit becomes `-` (two for a character outside the BMP: the CLI
+/// replaces UTF-16 code units).
+pub(crate) fn project_slug(cwd: &Path) -> String {
+    cwd.to_string_lossy()
+        .chars()
+        .flat_map(|c| {
+            let n = if c.is_ascii_alphanumeric() {
+                1
+            } else {
+                c.len_utf16()
+            };
+            std::iter::repeat_n(if c.is_ascii_alphanumeric() { c } else { '-' }, n)
+        })
+        .collect()
+}
+
+fn env_value(settings: &ClaudeSettings, key: &str) -> Option<String> {
+    settings
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var(key).ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// The CLI's config dir as the child sees it: `CLAUDE_CONFIG_DIR`, else `$HOME/.claude`
+/// (settings first, then the inherited environment).
+fn config_dir(settings: &ClaudeSettings) -> PathBuf {
+    match env_value(settings, "CLAUDE_CONFIG_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env_value(settings, "HOME").unwrap_or_default()).join(".claude"),
+    }
+}
+
+/// The transcript of `session_id`: in the project of the (resolved) working directory, else
+/// the same file name in another project directory (the CLI finds a session from any project
+/// and writes it back where it found it).
+fn transcript_file(settings: &ClaudeSettings, session_id: &str) -> PathBuf {
+    let projects = config_dir(settings).join("projects");
+    let cwd = std::fs::canonicalize(&settings.cwd).unwrap_or_else(|_| settings.cwd.clone());
+    let name = format!("{session_id}.jsonl");
+    let own = projects.join(project_slug(&cwd)).join(&name);
+    if own.is_file() {
+        return own;
+    }
+    let mut others: Vec<PathBuf> = std::fs::read_dir(&projects)
+        .map(|dir| dir.flatten().map(|e| e.path().join(&name)).collect())
+        .unwrap_or_default();
+    others.sort();
+    others.into_iter().find(|p| p.is_file()).unwrap_or(own)
+}
+
+/// One user or assistant message of the live chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Message {
+    uuid: String,
+    kind: String,
+}
+
+/// The live conversation of a transcript.
+#[derive(Debug, Clone, Default)]
+struct LiveChain {
+    /// The uuid the walk started from.
+    leaf: Option<String>,
+    /// User and assistant messages, oldest first.
+    messages: Vec<Message>,
+}
+
+impl LiveChain {
+    /// Reads a transcript's text: lines that are not JSON objects are skipped; chain entries
+    /// carry `uuid` and a `parentUuid` key; the leaf is the newest `last-prompt.leafUuid` that
+    /// names an entry, else the newest entry.
+    fn of(text: &str) -> LiveChain {
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(Value::is_object)
+            .collect();
+        let uuid_of = |v: &Value| v.get("uuid").and_then(Value::as_str).map(str::to_owned);
+        let entries: Vec<&Value> = lines
+            .iter()
+            .filter(|v| uuid_of(v).is_some() && v.get("parentUuid").is_some())
+            .collect();
+        let by_uuid: HashMap<String, &Value> = entries
+            .iter()
+            .filter_map(|v| uuid_of(v).map(|u| (u, *v)))
+            .collect();
+        let marked = lines
+            .iter()
+            .rev()
+            .filter(|v| v.get("type").and_then(Value::as_str) == Some("last-prompt"))
+            .find_map(|v| v.get("leafUuid").and_then(Value::as_str))
+            .filter(|leaf| by_uuid.contains_key(*leaf))
+            .map(str::to_owned);
+        let leaf = marked.or_else(|| entries.last().and_then(|v| uuid_of(v)));
+        let mut messages = Vec::new();
+        let mut seen = HashSet::new();
+        let mut next = leaf.clone();
+        while let Some(uuid) = next {
+            if !seen.insert(uuid.clone()) {
+                break;
+            }
+            let Some(entry) = by_uuid.get(&uuid) else {
+                break;
+            };
+            let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
+            if kind == "user" || kind == "assistant" {
+                messages.push(Message {
+                    uuid: uuid.clone(),
+                    kind: kind.to_owned(),
+                });
+            }
+            next = entry
+                .get("parentUuid")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        messages.reverse();
+        LiveChain { leaf, messages }
+    }
+
+    /// Whether the live conversation ends at `boundary`: its last message is the boundary,
+    /// or the walk starts at it (a boundary that is not a user or assistant entry).
+    fn ends_at(&self, boundary: &str) -> bool {
+        self.messages.last().map(|m| m.uuid.as_str()) == Some(boundary)
+            || self.leaf.as_deref() == Some(boundary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slug_replaces_every_non_alphanumeric_character() {
+        assert_eq!(
+            project_slug(Path::new("/home/a.b/my_proj-2")),
+            "-home-a-b-my-proj-2"
+        );
+        assert_eq!(project_slug(Path::new("/x/é😀")), "-x----");
+    }
+
+    fn entry(kind: &str, uuid: &str, parent: Option<&str>) -> String {
+        serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s"})
+            .to_string()
+    }
+
+    fn marker(leaf: &str) -> String {
+        serde_json::json!({"type": "last-prompt", "lastPrompt": "p", "leafUuid": leaf}).to_string()
+    }
+
+    #[test]
+    fn the_chain_is_walked_from_the_newest_leaf_marker_through_attachments() {
+        let text = [
+            r#"{"type":"queue-operation","operation":"enqueue"}"#.to_owned(),
+            entry("user", "u1", None),
+            entry("assistant", "a1", Some("u1")),
+            marker("a1"),
+            entry("attachment", "x2", Some("a1")),
+            entry("user", "u2", Some("x2")),
+            entry("assistant", "a2", Some("u2")),
+            marker("a2"),
+            "not json".to_owned(),
+        ]
+        .join("\n");
+        let chain = LiveChain::of(&text);
+        let uuids: Vec<_> = chain.messages.iter().map(|m| m.uuid.as_str()).collect();
+        assert_eq!(uuids, ["u1", "a1", "u2", "a2"]);
+        assert!(chain.ends_at("a2"));
+        assert!(!chain.ends_at("a1"));
+        assert_eq!(chain.messages[2].kind, "user");
+
+        let rewound = format!("{text}\n{}", marker("a1"));
+        assert!(LiveChain::of(&rewound).ends_at("a1"));
+
+        // A later turn from the boundary leaves the rewound turn off the chain.
+        let continued = format!(
+            "{rewound}\n{}\n{}\n{}",
+            entry("user", "u3", Some("a1")),
+            entry("assistant", "a3", Some("u3")),
+            marker("a3")
+        );
+        let chain = LiveChain::of(&continued);
+        let uuids: Vec<_> = chain.messages.iter().map(|m| m.uuid.as_str()).collect();
+        assert_eq!(uuids, ["u1", "a1", "u3", "a3"]);
+
+        // Without markers the newest entry is the leaf; an unknown marker is ignored.
+        let plain = [
+            entry("user", "u1", None),
+            entry("assistant", "a1", Some("u1")),
+            marker("nowhere"),
+        ]
+        .join("\n");
+        assert!(LiveChain::of(&plain).ends_at("a1"));
+        assert!(LiveChain::of("").messages.is_empty());
+    }
+
+    fn exit(code: Option<i32>, signal: Option<i32>) -> ExitInfo {
+        ExitInfo { code, signal }
+    }
+
+    fn error_result(message: &str) -> String {
+        serde_json::json!({
+            "type": "result", "subtype": "error_during_execution", "is_error": true,
+            "session_id": "other", "errors": [message],
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn runs_are_judged_by_result_exit_and_stderr() {
+        let init = r#"{"type":"system","subtype":"init","session_id":"s"}"#.to_owned();
+        let ok = r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s"}"#;
+        let judge = |out: &[String], err: &str, e: ExitInfo| judge_run(out, err, e, "s", "act");
+        assert!(judge(&[init.clone(), ok.to_owned()], "", exit(Some(0), None)).is_ok());
+
+        let unknown = judge(
+            &[error_result("No conversation found with session ID: s")],
+            "",
+            exit(Some(1), None),
+        );
+        assert_eq!(unknown.unwrap_err().kind(), "unknown_session");
+
+        let missing = judge(
+            &[error_result("No message found with message.uuid of: b")],
+            "",
+            exit(Some(1), None),
+        )
+        .unwrap_err();
+        assert_eq!(missing.kind(), "error");
+        assert!(
+            missing.to_string().contains("No message found"),
+            "{missing}"
+        );
+
+        let busy = judge(
+            &[],
+            "Error: Session s is currently running as a background agent (bg). Use ...",
+            exit(Some(1), None),
+        );
+        assert_eq!(busy.unwrap_err().kind(), "busy");
+
+        let refused = judge(
+            &[],
+            "Error: --resume-session-at requires --resume\n",
+            exit(Some(1), None),
+        );
+        assert_eq!(refused.unwrap_err().kind(), "error");
+
+        let crashed = judge(
+            std::slice::from_ref(&init),
+            "abort\n",
+            exit(Some(134), None),
+        )
+        .unwrap_err();
+        assert_eq!(crashed.kind(), "crash");
+        assert!(crashed.to_string().contains("exit status 134"), "{crashed}");
+        assert!(crashed.to_string().contains("abort"), "{crashed}");
+
+        let killed = judge(std::slice::from_ref(&init), "", exit(None, Some(9))).unwrap_err();
+        assert!(killed.to_string().contains("signal 9"), "{killed}");
+
+        let silent = judge(&[init], "", exit(Some(0), None)).unwrap_err();
+        assert_eq!(silent.kind(), "crash");
+        assert!(tail(&"x".repeat(5000)).len() <= STDERR_TAIL + 4);
+    }
+
+    /// The mock CLI of the workspace (`$MOCK_CLAUDE`, else the `mock-claude` binary next to
+    /// this test's directory), when it was built.
+    fn mock_cli() -> Option<PathBuf> {
+        if let Some(path) = std::env::var_os("MOCK_CLAUDE") {
+            return Some(PathBuf::from(path));
+        }
+        let exe = std::env::current_exe().ok()?;
+        let candidate = exe.parent()?.parent()?.join("mock-claude");
+        candidate.is_file().then_some(candidate)
+    }
+
+    /// Drives the real protocol against the mock CLI, when it is built (the reference does not
+    /// depend on the mock crate: the transcript and the fault plan are written as files).
+    #[tokio::test]
+    async fn restores_against_the_cli_and_maps_its_failures() {
+        let Some(program) = mock_cli() else {
+            // `cargo test` of the workspace builds it; CI must never skip this test.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mock-claude is not built (build the workspace or set MOCK_CLAUDE)"
+            );
+            eprintln!("mock-claude is not built: skipping the process test");
+            return;
+        };
+        let config = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let session = "5e55a000-0000-4000-8000-000000000009";
+        let (u1, a1, u2, a2) = (
+            "00000000-0000-4000-8000-0000000000a1",
+            "00000000-0000-4000-8000-0000000000b1",
+            "00000000-0000-4000-8000-0000000000a2",
+            "00000000-0000-4000-8000-0000000000b2",
+        );
+        let resolved = std::fs::canonicalize(cwd.path()).unwrap();
+        let dir = config.path().join("projects").join(project_slug(&resolved));
+        std::fs::create_dir_all(&dir).unwrap();
+        let message = |kind: &str, uuid: &str, parent: Option<&str>| {
+            serde_json::json!({
+                "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": session,
+                "cwd": resolved, "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {"role": kind, "content": [{"type": "text", "text": uuid}]},
+            })
+            .to_string()
+        };
+        let transcript = [
+            message("user", u1, None),
+            message("assistant", a1, Some(u1)),
+            message("user", u2, Some(a1)),
+            message("assistant", a2, Some(u2)),
+            marker(a2),
+        ]
+        .join("\n");
+        let path = dir.join(format!("{session}.jsonl"));
+        let settings = ClaudeSettings {
+            program,
+            env: vec![(
+                "CLAUDE_CONFIG_DIR".to_owned(),
+                config.path().to_string_lossy().into_owned(),
+            )],
+            cwd: cwd.path().to_path_buf(),
+        };
+        let faults = config.path().join("mock").join("faults.json");
+        let set_fault = |kind: Option<&str>| {
+            std::fs::create_dir_all(faults.parent().unwrap()).unwrap();
+            let rules = match kind {
+                Some(kind) => {
+                    serde_json::json!([{"target": session, "call": "resume-at", "kind": kind}])
+                }
+                None => serde_json::json!([]),
+            };
+            std::fs::write(&faults, serde_json::json!({"rules": rules}).to_string()).unwrap();
+        };
+        let timeout = Duration::from_secs(20);
+        let kind_of = |r: Result<Restored, RestoreFailure>| match r {
+            Ok(_) => "verified".to_owned(),
+            Err(e) => e.kind().to_owned(),
+        };
+
+        std::fs::write(&path, format!("{transcript}\n")).unwrap();
+        let restored = restore(&settings, timeout, session, a1).await.unwrap();
+        assert!(
+            matches!(restored, Restored::Verified { .. }),
+            "{restored:?}"
+        );
+        let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
+        assert!(chain.ends_at(a1));
+
+        std::fs::write(&path, format!("{transcript}\n")).unwrap();
+        let missing = "00000000-0000-4000-8000-0000000000ff";
+        let refused = restore(&settings, timeout, session, missing)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.kind(), "error");
+        assert!(
+            refused.to_string().contains("No message found"),
+            "{refused}"
+        );
+        let nobody = "00000000-0000-4000-8000-00000000dead";
+        assert_eq!(
+            kind_of(restore(&settings, timeout, nobody, a1).await),
+            "unknown_session"
+        );
+
+        for (fault, expected) in [
+            ("error", "error"),
+            ("unknown_session", "unknown_session"),
+            ("busy", "busy"),
+            ("no_effect", "not_verified"),
+            ("crash", "crash"),
+        ] {
+            set_fault(Some(fault));
+            let got = kind_of(restore(&settings, timeout, session, a1).await);
+            assert_eq!(got, expected, "fault {fault}");
+        }
+        set_fault(Some("hang"));
+        let started = std::time::Instant::now();
+        let hung = restore(&settings, Duration::from_millis(300), session, a1).await;
+        assert_eq!(kind_of(hung), "timeout");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        set_fault(None);
+        assert_eq!(
+            kind_of(restore(&settings, timeout, session, u2).await),
+            "verified"
+        );
+
+        let unreachable = ClaudeSettings {
+            program: cwd.path().join("no-such-claude"),
+            ..settings.clone()
+        };
+        assert_eq!(
+            kind_of(restore(&unreachable, timeout, session, a1).await),
+            "unreachable"
+        );
+    }
+
+    #[test]
+    fn the_arguments_never_include_rewind_files() {
+        let args = restore_args("s", "b");
+        assert!(args.contains(&"--resume=s".to_owned()));
+        assert!(args.contains(&"--resume-session-at=b".to_owned()));
+        assert!(!args
+            .iter()
+            .any(|a| a.contains("rewind-files") || a.contains("fork")));
+    }
+}

@@ -1,0 +1,853 @@
+//! Codex restore (`codex_app_server_turns`): the reference acts as the daemon. It starts
+//! `codex app-server` (JSON-RPC 2.0 without the `"jsonrpc"` field, one JSON object per line on
+//! stdio), initializes with `capabilities.experimentalApi: true`, resumes the thread to learn its
+//! turns, rolls back `turns - turnCount` turns from the end with `thread/rollback`, and verifies
+//! with `thread/read {includeTurns: true}` that exactly the first `turnCount` turns remain.
+//!
+//! Failure classes (every one leaves the database untouched):
+//! - a `threadId` that is not a UUID: [`RestoreFailure::BadRef`], and no app-server is started
+//!   (the real app-server refuses such ids with `invalid thread id`);
+//! - the program cannot be started: [`RestoreFailure::Unreachable`]; a line on its stdout that is
+//!   not a JSON object, or an answer without the expected `thread.turns`: `Unreachable` too (the
+//!   runtime broke its protocol);
+//! - no answer within `timeout` (the whole restore, start to verification):
+//!   [`RestoreFailure::Timeout`], naming the call in flight;
+//! - stdout closes (the process exits) before an answer: [`RestoreFailure::Crashed`] with the exit
+//!   status and the tail of its stderr;
+//! - `no rollout found for thread id ...`, `thread not found: ...`, `thread not loaded: ...`:
+//!   [`RestoreFailure::UnknownSession`];
+//! - a refusal because a turn is in progress (`Cannot rollback while a turn is in progress.`), or
+//!   `-32001 "Server overloaded; retry later."`: [`RestoreFailure::Busy`];
+//! - any other JSON-RPC error (e.g. Codex >= 0.156, where `thread/rollback` is an unknown
+//!   variant, or a paginated thread): [`RestoreFailure::Refused`] with the runtime's message;
+//! - the thread holds FEWER turns than `turnCount`: [`RestoreFailure::NotVerified`] (the runtime
+//!   cannot show the recovery point; nothing is rolled back);
+//! - the read-back does not hold exactly the first `turnCount` turns of the resumed thread (same
+//!   ids, same order): [`RestoreFailure::NotVerified`].
+//!
+//! When the thread already holds exactly `turnCount` turns nothing is rolled back; the read-back
+//! still verifies it. Notifications (`deprecationNotice`, `thread/started`, ...) are ignored;
+//! server-to-client requests are answered with a JSON-RPC error (the restore approves nothing).
+//! At the end the child's stdin is closed and the child awaited (killed when it does not exit in
+//! time, and at once after a timeout): no process outlives the restore.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{CodexSettings, RestoreFailure, Restored};
+use crate::capabilities::strategy;
+
+const RUNTIME: &str = "codex";
+/// How much of the child's stderr a crash report keeps.
+const STDERR_TAIL: usize = 2000;
+/// How long a child that closed stdout, or whose stdin was closed, gets to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// The JSON-RPC code of a server too busy to take the request.
+const OVERLOADED: i64 = -32001;
+
+/// Rolls the thread back to `turn_count` turns and verifies it.
+pub async fn restore(
+    settings: &CodexSettings,
+    timeout: Duration,
+    thread_id: &str,
+    turn_count: u64,
+) -> Result<Restored, RestoreFailure> {
+    if uuid::Uuid::parse_str(thread_id).is_err() {
+        return Err(RestoreFailure::BadRef {
+            strategy: strategy::CODEX_APP_SERVER_TURNS.to_owned(),
+            detail: format!("`threadId` `{thread_id}` is not a Codex thread id (a UUID)"),
+        });
+    }
+    let deadline = Instant::now() + timeout;
+    let mut server = AppServer::spawn(settings)?;
+    let outcome =
+        tokio::time::timeout_at(deadline, rollback(&mut server, thread_id, turn_count)).await;
+    match outcome {
+        Ok(result) => {
+            let grace = deadline
+                .saturating_duration_since(Instant::now())
+                .min(EXIT_GRACE);
+            server.shut_down(grace).await;
+            result
+        }
+        Err(_) => {
+            let action = server.action.clone();
+            server.shut_down(Duration::ZERO).await;
+            Err(RestoreFailure::Timeout {
+                runtime: RUNTIME,
+                action,
+                timeout_ms: timeout.as_millis(),
+            })
+        }
+    }
+}
+
+/// The conversation, once the app-server runs.
+async fn rollback(
+    server: &mut AppServer,
+    thread_id: &str,
+    turn_count: u64,
+) -> Result<Restored, RestoreFailure> {
+    server
+        .call(
+            "initialize",
+            json!({
+                "clientInfo": {
+                    "name": "rewind-reference",
+                    "title": "Rewind reference implementation",
+                    "version": env!("CARGO_PKG_VERSION"),
+                },
+                "capabilities": { "experimentalApi": true },
+            }),
+            "initialize",
+            thread_id,
+        )
+        .await?;
+    server.notify("initialized").await?;
+
+    let resumed = server
+        .call(
+            "thread/resume",
+            json!({ "threadId": thread_id }),
+            &format!("thread/resume {thread_id}"),
+            thread_id,
+        )
+        .await?;
+    let before = turn_ids(&resumed, "thread/resume")?;
+    let num_turns = turns_to_drop(before.len(), turn_count)?;
+    if num_turns > 0 {
+        server
+            .call(
+                "thread/rollback",
+                json!({ "threadId": thread_id, "numTurns": num_turns }),
+                &format!("thread/rollback {thread_id} numTurns={num_turns}"),
+                thread_id,
+            )
+            .await?;
+    }
+
+    let read = server
+        .call(
+            "thread/read",
+            json!({ "threadId": thread_id, "includeTurns": true }),
+            &format!("thread/read {thread_id}"),
+            thread_id,
+        )
+        .await?;
+    let after = turn_ids(&read, "thread/read")?;
+    verify(&before, turn_count, &after)?;
+    Ok(Restored::Verified {
+        detail: format!(
+            "codex thread {thread_id}: rolled back {num_turns} of {} turns; read back {} [{}]",
+            before.len(),
+            describe(&after),
+            after.join(", ")
+        ),
+    })
+}
+
+/// How many turns to drop from a thread of `turns` turns to keep `turn_count`.
+fn turns_to_drop(turns: usize, turn_count: u64) -> Result<u32, RestoreFailure> {
+    let turns = turns as u64;
+    if turn_count > turns {
+        return Err(RestoreFailure::NotVerified {
+            runtime: RUNTIME,
+            expected: format!("a thread holding at least {turn_count} turns"),
+            found: format!("{turns} turns (nothing was rolled back)"),
+        });
+    }
+    u32::try_from(turns - turn_count).map_err(|_| RestoreFailure::Refused {
+        runtime: RUNTIME,
+        action: "thread/rollback".to_owned(),
+        message: format!(
+            "{} turns to roll back do not fit the protocol's u32",
+            turns - turn_count
+        ),
+    })
+}
+
+/// The read-back must hold exactly the first `turn_count` turns of the resumed thread.
+fn verify(before: &[String], turn_count: u64, after: &[String]) -> Result<(), RestoreFailure> {
+    let keep = usize::try_from(turn_count)
+        .unwrap_or(usize::MAX)
+        .min(before.len());
+    let expected = &before[..keep];
+    if after == expected {
+        Ok(())
+    } else {
+        Err(RestoreFailure::NotVerified {
+            runtime: RUNTIME,
+            expected: format!("{} [{}]", describe(expected), expected.join(", ")),
+            found: format!("{} [{}]", describe(after), after.join(", ")),
+        })
+    }
+}
+
+fn describe(turns: &[String]) -> String {
+    match turns.len() {
+        1 => "1 turn".to_owned(),
+        n => format!("{n} turns"),
+    }
+}
+
+/// `result.thread.turns[*].id`.
+fn turn_ids(result: &Value, method: &str) -> Result<Vec<String>, RestoreFailure> {
+    let turns = result
+        .get("thread")
+        .and_then(|t| t.get("turns"))
+        .and_then(Value::as_array)
+        .ok_or_else(|| RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!("{method} answered without `thread.turns`: {result}"),
+        })?;
+    turns
+        .iter()
+        .map(|turn| {
+            turn.get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| RestoreFailure::Unreachable {
+                    runtime: RUNTIME,
+                    detail: format!("{method} answered a turn without an id: {turn}"),
+                })
+        })
+        .collect()
+}
+
+/// A JSON-RPC error the app-server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+/// Maps an app-server error to the most precise failure.
+fn classify(error: RpcError, action: &str, thread_id: &str) -> RestoreFailure {
+    let message = error.message;
+    let unknown_thread = [
+        "no rollout found for thread id",
+        "thread not found:",
+        "thread not loaded:",
+    ];
+    if unknown_thread.iter().any(|p| message.starts_with(p)) {
+        RestoreFailure::UnknownSession {
+            runtime: RUNTIME,
+            id: thread_id.to_owned(),
+        }
+    } else if error.code == OVERLOADED || message.to_lowercase().contains("in progress") {
+        RestoreFailure::Busy {
+            runtime: RUNTIME,
+            message,
+        }
+    } else {
+        RestoreFailure::Refused {
+            runtime: RUNTIME,
+            action: action.to_owned(),
+            message,
+        }
+    }
+}
+
+/// A running `codex app-server` child.
+struct AppServer {
+    program: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_task: Option<JoinHandle<()>>,
+    next_id: u64,
+    /// What the restore is doing (for timeout and crash reports).
+    action: String,
+}
+
+impl AppServer {
+    fn spawn(settings: &CodexSettings) -> Result<AppServer, RestoreFailure> {
+        let program = settings.program.display().to_string();
+        let mut child = Command::new(&settings.program)
+            .args(&settings.args)
+            .envs(settings.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| RestoreFailure::Unreachable {
+                runtime: RUNTIME,
+                detail: format!("cannot start `{program}`: {e}"),
+            })?;
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(RestoreFailure::Unreachable {
+                runtime: RUNTIME,
+                detail: format!("`{program}` started without piped stdio"),
+            });
+        };
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&tail);
+        let stderr_task = tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            loop {
+                match stderr.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut tail = sink.lock().unwrap_or_else(|e| e.into_inner());
+                        tail.extend_from_slice(&buf[..n]);
+                        if tail.len() > 2 * STDERR_TAIL {
+                            let cut = tail.len() - STDERR_TAIL;
+                            tail.drain(..cut);
+                        }
+                    }
+                }
+            }
+        });
+        Ok(AppServer {
+            program,
+            child,
+            stdin: Some(stdin),
+            stdout: BufReader::new(stdout).lines(),
+            stderr: tail,
+            stderr_task: Some(stderr_task),
+            next_id: 0,
+            action: "starting the app-server".to_owned(),
+        })
+    }
+
+    async fn write(&mut self, message: &Value) -> Result<(), RestoreFailure> {
+        let mut line = message.to_string();
+        line.push('\n');
+        let written = match self.stdin.as_mut() {
+            Some(stdin) => match stdin.write_all(line.as_bytes()).await {
+                Ok(()) => stdin.flush().await,
+                Err(e) => Err(e),
+            },
+            None => Err(std::io::Error::other("stdin already closed")),
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.crashed(&format!("stopped taking input ({e})")).await),
+        }
+    }
+
+    async fn notify(&mut self, method: &str) -> Result<(), RestoreFailure> {
+        self.action = method.to_owned();
+        self.write(&json!({ "method": method })).await
+    }
+
+    /// Sends a request and waits for its answer, skipping notifications.
+    async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        action: &str,
+        thread_id: &str,
+    ) -> Result<Value, RestoreFailure> {
+        self.action = action.to_owned();
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(&json!({ "id": id, "method": method, "params": params }))
+            .await?;
+        loop {
+            let line = match self.stdout.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return Err(self.crashed("closed its stdout").await),
+                Err(e) => return Err(self.crashed(&format!("broke its stdout ({e})")).await),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let message: Value = match serde_json::from_str(&line) {
+                Ok(Value::Object(object)) => Value::Object(object),
+                _ => {
+                    return Err(RestoreFailure::Unreachable {
+                        runtime: RUNTIME,
+                        detail: format!(
+                            "`{}` broke the app-server protocol during {action}: {}",
+                            self.program,
+                            clip(&line)
+                        ),
+                    })
+                }
+            };
+            let has_method = message.get("method").is_some();
+            match message.get("id") {
+                Some(answer_id) if !has_method && answer_id == &json!(id) => {
+                    if let Some(result) = message.get("result") {
+                        return Ok(result.clone());
+                    }
+                    let error = message.get("error").cloned().unwrap_or(Value::Null);
+                    let rpc = RpcError {
+                        code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        message: error
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| format!("malformed answer: {}", clip(&line))),
+                    };
+                    return Err(classify(rpc, action, thread_id));
+                }
+                Some(request_id) if has_method => {
+                    // A server-to-client request (an approval, ...): the restore grants nothing.
+                    let refusal = json!({
+                        "id": request_id,
+                        "error": { "code": -32601, "message": "not supported by the rewind restore client" },
+                    });
+                    self.write(&refusal).await?;
+                }
+                // Notifications and answers to other ids.
+                _ => {}
+            }
+        }
+    }
+
+    /// The failure for a child that stopped answering: its exit status and stderr tail.
+    async fn crashed(&mut self, how: &str) -> RestoreFailure {
+        let status = match tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(e)) => format!("unknown exit status ({e})"),
+            Err(_) => "still running".to_owned(),
+        };
+        if let Some(task) = self.stderr_task.take() {
+            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
+        let tail = self.stderr_tail();
+        RestoreFailure::Crashed {
+            runtime: RUNTIME,
+            action: self.action.clone(),
+            detail: format!(
+                "`{}` {how} ({status}); stderr: {}",
+                self.program,
+                if tail.is_empty() { "(empty)" } else { &tail }
+            ),
+        }
+    }
+
+    fn stderr_tail(&self) -> String {
+        let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let start = tail.len().saturating_sub(STDERR_TAIL);
+        String::from_utf8_lossy(&tail[start..]).trim().to_owned()
+    }
+
+    /// Closes stdin and waits up to `grace` for the child to exit, then kills it.
+    async fn shut_down(mut self, grace: Duration) {
+        drop(self.stdin.take());
+        let exited = !grace.is_zero()
+            && matches!(
+                tokio::time::timeout(grace, self.child.wait()).await,
+                Ok(Ok(_))
+            );
+        if !exited {
+            let _ = self.child.kill().await;
+        }
+        if let Some(task) = self.stderr_task.take() {
+            task.abort();
+        }
+    }
+}
+
+fn clip(line: &str) -> String {
+    const MAX: usize = 300;
+    if line.len() <= MAX {
+        line.to_owned()
+    } else {
+        let mut end = MAX;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &line[..end])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const THREAD: &str = "5ee8fe45-121f-45e4-af6b-8ae4a14c4c3d";
+
+    fn ids(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// A fake app-server written in POSIX sh: it appends every line it reads to `$LOG` and
+    /// answers with the canned lines of `script` (one `read` per expected client line).
+    fn fake(script: &str, log: &std::path::Path) -> CodexSettings {
+        CodexSettings {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            env: vec![("LOG".to_owned(), log.display().to_string())],
+        }
+    }
+
+    const HANDSHAKE: &str = r#"
+        r() { IFS= read -r l || exit 0; printf '%s\n' "$l" >> "$LOG"; }
+        r; echo '{"id":0,"result":{"userAgent":"fake/0.155.0","codexHome":"/x","platformFamily":"unix","platformOs":"linux"}}'
+        r
+    "#;
+
+    fn thread(turns: &[&str]) -> String {
+        let turns: Vec<Value> = turns
+            .iter()
+            .map(|t| json!({ "id": t, "items": [] }))
+            .collect();
+        json!({ "thread": { "id": THREAD, "turns": turns } }).to_string()
+    }
+
+    fn sent(log: &std::path::Path) -> Vec<Value> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn turn_arithmetic() {
+        assert_eq!(turns_to_drop(3, 1).unwrap(), 2);
+        assert_eq!(turns_to_drop(3, 3).unwrap(), 0);
+        assert_eq!(turns_to_drop(0, 0).unwrap(), 0);
+        let err = turns_to_drop(2, 3).unwrap_err();
+        assert_eq!(err.kind(), "not_verified");
+        assert!(verify(&ids(&["a", "b", "c"]), 1, &ids(&["a"])).is_ok());
+        assert!(verify(&ids(&["a", "b"]), 0, &[]).is_ok());
+        assert_eq!(
+            verify(&ids(&["a", "b", "c"]), 1, &ids(&["a", "b", "c"]))
+                .unwrap_err()
+                .kind(),
+            "not_verified"
+        );
+        // Same count, other turns: not the recovery point either.
+        assert_eq!(
+            verify(&ids(&["a", "b"]), 1, &ids(&["x"]))
+                .unwrap_err()
+                .kind(),
+            "not_verified"
+        );
+    }
+
+    #[test]
+    fn errors_map_to_the_most_precise_failure() {
+        let e = |code: i64, message: &str| RpcError {
+            code,
+            message: message.to_owned(),
+        };
+        for unknown in [
+            format!("no rollout found for thread id {THREAD}"),
+            format!("thread not found: {THREAD}"),
+            format!("thread not loaded: {THREAD}"),
+        ] {
+            assert_eq!(
+                classify(e(-32600, &unknown), "x", THREAD),
+                RestoreFailure::UnknownSession {
+                    runtime: "codex",
+                    id: THREAD.to_owned()
+                }
+            );
+        }
+        assert_eq!(
+            classify(
+                e(-32600, "Cannot rollback while a turn is in progress."),
+                "x",
+                THREAD
+            )
+            .kind(),
+            "busy"
+        );
+        assert_eq!(
+            classify(e(-32001, "Server overloaded; retry later."), "x", THREAD).kind(),
+            "busy"
+        );
+        let refused = classify(
+            e(
+                -32600,
+                "Invalid request: unknown variant `thread/rollback`, expected one of ...",
+            ),
+            "thread/rollback",
+            THREAD,
+        );
+        assert_eq!(
+            refused,
+            RestoreFailure::Refused {
+                runtime: "codex",
+                action: "thread/rollback".to_owned(),
+                message: "Invalid request: unknown variant `thread/rollback`, expected one of ..."
+                    .to_owned()
+            }
+        );
+        assert_eq!(
+            classify(
+                e(-32600, "paginated threads do not support thread/rollback"),
+                "x",
+                THREAD
+            )
+            .kind(),
+            "error"
+        );
+    }
+
+    #[tokio::test]
+    async fn rolls_back_and_verifies_over_stdio() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(
+            r#"{{"id":1,"result":{}}}"#,
+            thread(&["turn-1", "turn-2", "turn-3"])
+        );
+        let rolled = format!(r#"{{"id":2,"result":{}}}"#, thread(&["turn-1"]));
+        let read = format!(r#"{{"id":3,"result":{}}}"#, thread(&["turn-1"]));
+        let script = format!(
+            r#"{HANDSHAKE}
+            r; echo '{{"method":"thread/started","params":{{}}}}'; echo '{{"id":"srv-1","method":"item/commandExecution/requestApproval","params":{{}}}}'; echo '{resumed}'
+            r
+            r; echo '{{"method":"deprecationNotice","params":{{"summary":"thread/rollback is deprecated"}}}}'; echo '{{"id":99,"result":{{}}}}'; echo '{rolled}'
+            r; echo '{read}'
+            r
+            "#
+        );
+        let restored = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
+            .await
+            .unwrap();
+        let Restored::Verified { detail } = restored else {
+            panic!("not verified: {restored:?}")
+        };
+        assert!(detail.contains("rolled back 2 of 3 turns"), "{detail}");
+        let sent = sent(&log);
+        let methods: Vec<&str> = sent
+            .iter()
+            .map(|m| m["method"].as_str().unwrap_or("(answer)"))
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                "initialize",
+                "initialized",
+                "thread/resume",
+                "(answer)",
+                "thread/rollback",
+                "thread/read"
+            ]
+        );
+        assert_eq!(sent[0]["params"]["capabilities"]["experimentalApi"], true);
+        assert!(sent[0].get("jsonrpc").is_none());
+        assert_eq!(sent[2]["params"], json!({ "threadId": THREAD }));
+        assert_eq!(sent[3]["id"], "srv-1");
+        assert!(sent[3]["error"].is_object());
+        assert_eq!(
+            sent[4]["params"],
+            json!({ "threadId": THREAD, "numTurns": 2 })
+        );
+        assert_eq!(
+            sent[5]["params"],
+            json!({ "threadId": THREAD, "includeTurns": true })
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_rolled_back_when_the_thread_is_already_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let read = format!(r#"{{"id":2,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r\n");
+        let restored = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
+            .await
+            .unwrap();
+        assert!(matches!(restored, Restored::Verified { .. }));
+        assert!(sent(&log).iter().all(|m| m["method"] != "thread/rollback"));
+    }
+
+    #[tokio::test]
+    async fn too_few_turns_is_not_verified_and_rolls_nothing_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1"]));
+        let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r\n");
+        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "not_verified", "{err}");
+        assert!(sent(&log).iter().all(|m| m["method"] != "thread/rollback"));
+    }
+
+    #[tokio::test]
+    async fn a_rollback_without_effect_is_caught_by_the_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let all = thread(&["turn-1", "turn-2", "turn-3"]);
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{{\"id\":1,\"result\":{all}}}'\n r; echo '{{\"id\":2,\"result\":{all}}}'\n r; echo '{{\"id\":3,\"result\":{all}}}'\n r\n"
+        );
+        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap_err();
+        match err {
+            RestoreFailure::NotVerified {
+                expected, found, ..
+            } => {
+                assert!(expected.starts_with("0 turns"), "{expected}");
+                assert!(found.starts_with("3 turns"), "{found}");
+            }
+            other => panic!("expected not verified, got {other:?}"),
+        }
+    }
+
+    async fn failing_call(error: &str) -> RestoreFailure {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{{\"method\":\"deprecationNotice\",\"params\":{{}}}}'; echo '{{\"id\":2,\"error\":{error}}}'\n r\n"
+        );
+        restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn rpc_errors_become_busy_unknown_or_refused() {
+        let busy = failing_call(
+            r#"{"code":-32600,"message":"Cannot rollback while a turn is in progress."}"#,
+        )
+        .await;
+        assert_eq!(
+            busy,
+            RestoreFailure::Busy {
+                runtime: "codex",
+                message: "Cannot rollback while a turn is in progress.".to_owned()
+            }
+        );
+        let unknown = failing_call(&format!(
+            r#"{{"code":-32600,"message":"thread not found: {THREAD}"}}"#
+        ))
+        .await;
+        assert_eq!(unknown.kind(), "unknown_session");
+        let refused = failing_call(
+            r#"{"code":-32600,"message":"Invalid request: unknown variant `thread/rollback`, expected one of `initialize`"}"#,
+        )
+        .await;
+        match refused {
+            RestoreFailure::Refused {
+                action, message, ..
+            } => {
+                assert!(action.starts_with("thread/rollback"), "{action}");
+                assert!(
+                    message.contains("unknown variant `thread/rollback`"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected refused, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_thread_on_resume_is_an_unknown_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{{\"id\":1,\"error\":{{\"code\":-32600,\"message\":\"no rollout found for thread id {THREAD}\"}}}}'\n r\n"
+        );
+        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            RestoreFailure::UnknownSession {
+                runtime: "codex",
+                id: THREAD.to_owned()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_crash_reports_the_exit_status_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo 'boom: rollout corrupted' >&2; exit 134\n"
+        );
+        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
+            .await
+            .unwrap_err();
+        match err {
+            RestoreFailure::Crashed { action, detail, .. } => {
+                assert!(action.starts_with("thread/rollback"), "{action}");
+                assert!(detail.contains("134"), "{detail}");
+                assert!(detail.contains("boom: rollout corrupted"), "{detail}");
+            }
+            other => panic!("expected crashed, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hang_times_out_and_the_child_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let pid_file = dir.path().join("pid");
+        let script = format!(
+            "{HANDSHAKE}\n r; echo $$ > '{}'; exec sleep 30\n",
+            pid_file.display()
+        );
+        let started = std::time::Instant::now();
+        let err = restore(&fake(&script, &log), Duration::from_millis(700), THREAD, 0)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        match err {
+            RestoreFailure::Timeout {
+                action, timeout_ms, ..
+            } => {
+                assert_eq!(action, format!("thread/resume {THREAD}"));
+                assert_eq!(timeout_ms, 700);
+            }
+            other => panic!("expected timeout, got {other:?}"),
+        }
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let proc_dir = PathBuf::from("/proc").join(pid.trim());
+        assert!(!proc_dir.exists(), "the hung app-server was not reaped");
+    }
+
+    #[tokio::test]
+    async fn protocol_breaches_and_missing_programs_are_unreachable() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let script = "r() { IFS= read -r l || exit 0; }; r; echo 'Welcome to codex!'; r";
+        let err = restore(&fake(script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "unreachable", "{err}");
+        let missing = CodexSettings {
+            program: dir.path().join("no-such-codex"),
+            args: vec!["app-server".to_owned()],
+            env: vec![],
+        };
+        let err = restore(&missing, Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "unreachable", "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_thread_id_that_is_not_a_uuid_is_a_bad_ref_and_starts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let err = restore(
+            &fake("echo started > \"$LOG\"", &log),
+            Duration::from_secs(10),
+            "thr_1",
+            0,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), "bad_ref", "{err}");
+        assert!(!log.exists());
+    }
+}
