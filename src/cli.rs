@@ -22,6 +22,7 @@ use rewind_conformance::postgres::{
 use rewind_conformance::sut::reference::ReferenceSut;
 use rewind_conformance::sut::SystemUnderTest;
 
+use crate::suite::fault_matrix::FaultMatrix;
 use crate::suite::world::RunContext;
 use crate::suite::{run_suite, SuiteOptions, SuiteReport};
 
@@ -238,6 +239,7 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
 
 struct RunStats {
     isolation: Vec<(Duration, Duration)>,
+    faults: FaultMatrix,
     sut: String,
 }
 
@@ -256,13 +258,17 @@ async fn run_on_server(
     let sut: Arc<dyn SystemUnderTest> = match args.sut {
         SutKind::Reference => Arc::new(ReferenceSut),
     };
+    let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
+    let programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
     let context = Arc::new(RunContext {
+        programs,
         template: template.clone(),
         sut: Arc::clone(&sut),
         fixtures,
         catalog,
         keep_databases: args.keep_databases,
         isolation_times: Mutex::new(Vec::new()),
+        fault_results: Mutex::new(Vec::new()),
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
@@ -286,10 +292,16 @@ async fn run_on_server(
         .lock()
         .map(|t| t.clone())
         .unwrap_or_default();
+    let faults = context
+        .fault_results
+        .lock()
+        .map(|t| t.clone())
+        .unwrap_or_default();
     Ok((
         report?,
         RunStats {
             isolation,
+            faults: FaultMatrix::from_results(&faults),
             sut: sut.name().to_owned(),
         },
     ))
@@ -359,6 +371,12 @@ fn print_summary(
             if scenario.verdict != crate::suite::Verdict::Passed {
                 failing.insert(rule);
             }
+        }
+    }
+    if !stats.faults.is_empty() {
+        println!("  runtime restore fault matrix (runtime x fault kind; - = not run):");
+        for line in stats.faults.markdown().lines() {
+            println!("    {line}");
         }
     }
     println!(

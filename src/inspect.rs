@@ -25,7 +25,8 @@ CREATE TABLE harness.statement_log (
     txid       bigint NOT NULL DEFAULT txid_current(),
     table_name text   NOT NULL,
     op         text   NOT NULL,
-    message_id text
+    message_id text,
+    logged_at  timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE FUNCTION harness.log_row() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -64,6 +65,21 @@ pub struct LoggedWrite {
     pub op: String,
     /// The message the row belongs to (the row id for `scope_messages`).
     pub message_id: Option<String>,
+}
+
+/// When the first tombstone (an update of a `scope_messages` row) after log entry `after` was
+/// written, if one was.
+pub async fn first_message_update_since(
+    conn: &mut PgConnection,
+    after: i64,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT min(logged_at) FROM harness.statement_log \
+         WHERE id > $1 AND table_name = 'scope_messages' AND op = 'UPDATE'",
+    )
+    .bind(after)
+    .fetch_one(conn)
+    .await
 }
 
 /// Every logged write after log entry `after`, in order.

@@ -8,5 +8,6 @@
 pub mod catalog;
 pub mod fixtures;
 pub mod inspect;
+pub mod mocks;
 pub mod postgres;
 pub mod sut;

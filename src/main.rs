@@ -10,5 +10,12 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Started under a runtime's name (`codex`, `claude`, `opencode`): be that mock runtime.
+    let mut args = std::env::args();
+    if let Some(program) = args.next() {
+        if let Some(code) = rewind_mock_runtimes::run_as(&program, args.collect()) {
+            return code;
+        }
+    }
     cli::main()
 }

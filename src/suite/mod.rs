@@ -3,6 +3,7 @@
 //! which is reliable only within one crate).
 
 mod collector;
+pub mod fault_matrix;
 mod steps;
 pub mod world;
 
@@ -95,9 +96,15 @@ pub async fn run_suite(
     }
     let mut cucumber = RewindWorld::cucumber()
         .max_concurrent_scenarios(options.concurrency.max(1))
-        .after(|_, _, _, _, world| {
+        .after(|_, _, _, finished, world| {
+            let passed = matches!(finished, cucumber::event::ScenarioFinished::StepPassed);
             Box::pin(async move {
                 if let Some(world) = world {
+                    if let (Some(cell), Ok(ctx)) = (world.fault_cell.take(), world::context()) {
+                        if let Ok(mut results) = ctx.fault_results.lock() {
+                            results.push((cell, passed));
+                        }
+                    }
                     world.teardown().await;
                 }
             })

@@ -8,6 +8,7 @@ use anyhow::{anyhow, Context as _};
 use rewind_conformance::catalog::Catalog;
 use rewind_conformance::fixtures::Fixture;
 use rewind_conformance::inspect::DbSnapshot;
+use rewind_conformance::mocks::{MockPrograms, MockRuntimes};
 use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
 use rewind_conformance::sut::{
     ConversationApi, RealtimeEvent, RewindRequest, RewindResponse, SentMessage, SutError,
@@ -15,8 +16,12 @@ use rewind_conformance::sut::{
 };
 use sqlx::PgPool;
 
+pub use crate::suite::fault_matrix::FaultCell;
+
 /// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
 pub struct RunContext {
+    /// The mock runtime programs.
+    pub programs: MockPrograms,
     /// The migrated template to clone per scenario.
     pub template: TemplateDatabase,
     /// The implementation under test.
@@ -30,6 +35,8 @@ pub struct RunContext {
     /// Per scenario: how long its database took to clone (possibly ahead of time), and how
     /// long the scenario waited for it plus seeding.
     pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
+    /// Per fault scenario: the runtime and fault it planted, and whether it passed.
+    pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
 }
 
 static CONTEXT: OnceLock<Arc<RunContext>> = OnceLock::new();
@@ -62,6 +69,10 @@ pub struct Attached {
 pub struct RewindWorld {
     /// Set by the first `Given the conversation ...` step.
     pub attached: Option<Attached>,
+    /// The scenario's mock runtimes (set with `attached`).
+    pub mocks: Option<MockRuntimes>,
+    /// The fault matrix cell this scenario exercises, if it planted a restore fault.
+    pub fault_cell: Option<FaultCell>,
     /// The fixture the scenario started from.
     pub fixture: Option<String>,
     /// The database as it was just before the last `When`.
@@ -98,6 +109,13 @@ impl RewindWorld {
     pub fn attached(&self) -> anyhow::Result<&Attached> {
         self.attached.as_ref().ok_or_else(|| {
             anyhow!("no conversation yet (start the scenario with `Given the conversation \"<fixture>\"`)")
+        })
+    }
+
+    /// The scenario's mock runtimes.
+    pub fn mocks(&self) -> anyhow::Result<&MockRuntimes> {
+        self.mocks.as_ref().ok_or_else(|| {
+            anyhow!("no mock runtimes yet (start the scenario with `Given the conversation \"<fixture>\"`)")
         })
     }
 
@@ -148,6 +166,9 @@ impl RewindWorld {
         }
         if let Some((_, task)) = self.started.take() {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;
+        }
+        if let Some(mut mocks) = self.mocks.take() {
+            mocks.stop().await;
         }
         let Some(attached) = self.attached.take() else {
             return;

@@ -97,6 +97,36 @@ pub struct RealtimeEvent {
     pub payload: serde_json::Value,
 }
 
+/// How an implementation reaches the (mock) agent runtimes of a scenario: the programs a
+/// daemon spawns and the server it calls, with the environment that points them at the
+/// scenario's runtime state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeEndpoints {
+    /// The `codex` program (started as `codex app-server`).
+    pub codex_program: std::path::PathBuf,
+    /// Its arguments (`["app-server"]`).
+    pub codex_args: Vec<String>,
+    /// Its environment (`CODEX_HOME`).
+    pub codex_env: Vec<(String, String)>,
+    /// The `claude` program.
+    pub claude_program: std::path::PathBuf,
+    /// Its environment (`CLAUDE_CONFIG_DIR`).
+    pub claude_env: Vec<(String, String)>,
+    /// The working directory the claude sessions belong to.
+    pub claude_cwd: std::path::PathBuf,
+    /// The OpenCode server's base URL (also serves `builtin`).
+    pub opencode_url: String,
+}
+
+/// Which recovery points to prune (the runtime/GC side of the recovery point lifecycle).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneRequest {
+    /// Prune every recovery point of this agent.
+    pub agent_id: String,
+}
+
 /// What an implementation declares it supports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -140,8 +170,12 @@ pub trait SystemUnderTest: Send + Sync {
     /// What the implementation supports.
     fn profile(&self) -> CapabilityProfile;
 
-    /// Points the implementation at one scenario's database.
-    async fn attach(&self, db: &ScenarioDatabase) -> Result<Box<dyn ConversationApi>, SutError>;
+    /// Points the implementation at one scenario's database and mock runtimes.
+    async fn attach(
+        &self,
+        db: &ScenarioDatabase,
+        runtimes: &RuntimeEndpoints,
+    ) -> Result<Box<dyn ConversationApi>, SutError>;
 }
 
 /// The operations a scenario drives. Implementations must answer a spec refusal with
@@ -153,6 +187,9 @@ pub trait ConversationApi: Send + Sync {
 
     /// Appends a message in live mode (publishing its `message.created`).
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError>;
+
+    /// Prunes recovery points as the server's GC would; returns the pruned point ids.
+    async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError>;
 
     /// Takes the realtime events published since the last call, in publication order.
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError>;

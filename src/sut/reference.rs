@@ -1,16 +1,20 @@
 //! [`ReferenceSut`]: the in-process adapter for the `rewind-reference` crate.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rewind_reference::messages::{Author, NewMessage};
 use rewind_reference::realtime::MemorySink;
+use rewind_reference::runtimes::{
+    ClaudeSettings, CodexSettings, OpenCodeSettings, RuntimeSettings,
+};
 use rewind_reference::{RewindCommand, RewindError, Rewinder};
 use sqlx::PgPool;
 
 use super::{
-    Actor, CapabilityProfile, ConversationApi, RealtimeEvent, RewindRequest, RewindResponse,
-    SendMessage, SentMessage, SutError, SystemUnderTest,
+    Actor, CapabilityProfile, ConversationApi, PruneRequest, RealtimeEvent, RewindRequest,
+    RewindResponse, RuntimeEndpoints, SendMessage, SentMessage, SutError, SystemUnderTest,
 };
 use crate::postgres::ScenarioDatabase;
 
@@ -27,10 +31,20 @@ impl SystemUnderTest for ReferenceSut {
     }
 
     fn profile(&self) -> CapabilityProfile {
-        CapabilityProfile::default()
+        CapabilityProfile {
+            runtimes: rewind_reference::capabilities::CAPABILITIES
+                .iter()
+                .map(|c| c.runtime.to_owned())
+                .collect(),
+            surfaces: Vec::new(),
+        }
     }
 
-    async fn attach(&self, db: &ScenarioDatabase) -> Result<Box<dyn ConversationApi>, SutError> {
+    async fn attach(
+        &self,
+        db: &ScenarioDatabase,
+        runtimes: &RuntimeEndpoints,
+    ) -> Result<Box<dyn ConversationApi>, SutError> {
         let pool = db.pool(4).await.map_err(|e| SutError::Attach {
             sut: NAME.to_owned(),
             database: db.name.clone(),
@@ -38,10 +52,33 @@ impl SystemUnderTest for ReferenceSut {
         })?;
         let sink = Arc::new(MemorySink::default());
         Ok(Box::new(ReferenceApi {
-            rewinder: Rewinder::new(pool.clone(), sink.clone()),
+            rewinder: Rewinder::new(pool.clone(), sink.clone())
+                .with_runtimes(runtime_settings(runtimes)),
             sink,
             pool,
         }))
+    }
+}
+
+/// How long one runtime call may take before the reference gives up on it.
+const RUNTIME_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn runtime_settings(endpoints: &RuntimeEndpoints) -> RuntimeSettings {
+    RuntimeSettings {
+        codex: CodexSettings {
+            program: endpoints.codex_program.clone(),
+            args: endpoints.codex_args.clone(),
+            env: endpoints.codex_env.clone(),
+        },
+        claude: ClaudeSettings {
+            program: endpoints.claude_program.clone(),
+            env: endpoints.claude_env.clone(),
+            cwd: endpoints.claude_cwd.clone(),
+        },
+        opencode: OpenCodeSettings {
+            base_url: endpoints.opencode_url.clone(),
+        },
+        timeout: RUNTIME_TIMEOUT,
     }
 }
 
@@ -76,16 +113,28 @@ impl ConversationApi for ReferenceApi {
                 status: outcome.status.as_str().to_owned(),
                 rewound_message_ids: outcome.rewound_message_ids,
             }),
-            Err(RewindError::Refused {
-                error,
-                operation_id,
-            }) => Ok(RewindResponse::Refused {
-                code: error.code().to_owned(),
-                message: error.to_string(),
-                operation_id,
+            Err(err @ RewindError::Refused { .. })
+            | Err(err @ RewindError::RuntimeRestoreFailed { .. })
+            | Err(err @ RewindError::RepairRequired { .. }) => Ok(RewindResponse::Refused {
+                code: err.code().to_owned(),
+                message: match &err {
+                    RewindError::Refused { error, .. } => error.to_string(),
+                    other => other.to_string(),
+                },
+                operation_id: err.operation_id().map(str::to_owned),
             }),
             Err(other) => Err(internal(other)),
         }
+    }
+
+    async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError> {
+        let pruned = rewind_reference::gc::prune_recovery_points(
+            &self.pool,
+            &rewind_reference::gc::PrunePolicy::Agent(request.agent_id.clone()),
+        )
+        .await
+        .map_err(internal)?;
+        Ok(pruned.into_iter().map(|p| p.id).collect())
     }
 
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {

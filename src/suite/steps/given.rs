@@ -5,6 +5,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Context as _};
 use cucumber::given;
 use rewind_conformance::fixtures::seed_fixture;
+use rewind_conformance::mocks::MockRuntimes;
 
 use crate::suite::world::{context, Attached, RewindWorld};
 
@@ -40,8 +41,12 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     if let Ok(mut times) = ctx.isolation_times.lock() {
         times.push((db.clone_time, started.elapsed()));
     }
-    let api = std::sync::Arc::from(ctx.sut.attach(&db).await?);
+    let mocks = MockRuntimes::start(&ctx.programs, fixture)
+        .await
+        .with_context(|| format!("starting the mock runtimes of fixture `{name}`"))?;
+    let api = std::sync::Arc::from(ctx.sut.attach(&db, &mocks.endpoints()).await?);
     world.attached = Some(Attached { db, pool, api });
+    world.mocks = Some(mocks);
     world.fixture = Some(name);
     Ok(())
 }

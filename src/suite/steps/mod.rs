@@ -9,6 +9,7 @@ mod given;
 mod invariants;
 mod race;
 mod realtime;
+mod runtime;
 mod scrub;
 mod then;
 mod when;

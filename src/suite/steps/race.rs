@@ -60,19 +60,15 @@ async fn waits_on_lock(world: &mut RewindWorld) -> anyhow::Result<()> {
     }
 }
 
-/// Appends a message to the scope inside the harness's transaction (committed on release).
+/// Appends a message to the scope, as another writer would.
 #[when(expr = "the harness appends a message by human {string} to scope {string}")]
 async fn harness_appends(
     world: &mut RewindWorld,
     human: String,
     scope: String,
 ) -> anyhow::Result<()> {
-    let tx = world
-        .held
-        .as_mut()
-        .ok_or_else(|| anyhow!("the harness holds no transaction (lock the scope first)"))?;
     let id = format!("late-{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(
+    let query = sqlx::query(
         "WITH g AS (UPDATE workspaces w SET latest_global_seq = w.latest_global_seq + 1 \
                     FROM scopes s WHERE s.id = $2 AND w.id = s.workspace_id \
                     RETURNING w.id AS workspace_id, w.latest_global_seq), \
@@ -87,9 +83,12 @@ async fn harness_appends(
     )
     .bind(&id)
     .bind(&scope)
-    .bind(&human)
-    .execute(&mut **tx)
-    .await
+    .bind(&human);
+    // Inside the harness's transaction when it holds one (committed on release), else at once.
+    match world.held.as_mut() {
+        Some(tx) => query.execute(&mut **tx).await,
+        None => query.execute(world.pool()?).await,
+    }
     .context("appending the late message")?;
     Ok(())
 }

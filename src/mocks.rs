@@ -1,0 +1,557 @@
+//! The mock runtimes of one scenario: a home directory per runtime, seeded from the fixture's
+//! `runtime_sessions`, a running OpenCode server when an agent needs one, fault plans, and the
+//! journals the steps read back.
+//!
+//! The mock programs are this binary itself: [`MockPrograms::link`] makes `codex`, `claude` and
+//! `opencode` links to it, and `main` dispatches on the name it was started under. An
+//! implementation under test spawns them as it would spawn the real runtimes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
+use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
+use rewind_mock_runtimes::{claude, codex, opencode};
+use serde::Deserialize;
+
+use crate::fixtures::Fixture;
+use crate::sut::RuntimeEndpoints;
+
+/// A mock runtime process family. `builtin` agents are served by [`MockRuntime::OpenCode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MockRuntime {
+    /// The Codex app-server.
+    Codex,
+    /// The Claude Code CLI.
+    Claude,
+    /// The OpenCode server (also `builtin`).
+    OpenCode,
+}
+
+impl MockRuntime {
+    /// Every mock.
+    pub const ALL: [MockRuntime; 3] = [
+        MockRuntime::Codex,
+        MockRuntime::Claude,
+        MockRuntime::OpenCode,
+    ];
+
+    /// The mock serving agents of runtime id `runtime` (`builtin` follows OpenCode).
+    pub fn for_runtime(runtime: &str) -> Option<MockRuntime> {
+        match runtime {
+            "codex" => Some(MockRuntime::Codex),
+            "claude" => Some(MockRuntime::Claude),
+            "opencode" | "builtin" => Some(MockRuntime::OpenCode),
+            _ => None,
+        }
+    }
+
+    /// The program name.
+    pub fn program(self) -> &'static str {
+        match self {
+            MockRuntime::Codex => "codex",
+            MockRuntime::Claude => "claude",
+            MockRuntime::OpenCode => "opencode",
+        }
+    }
+
+    /// The call name of this runtime's native restore, as fault plans and journals name it.
+    pub fn restore_call(self) -> &'static str {
+        match self {
+            MockRuntime::Codex => "thread/rollback",
+            MockRuntime::Claude => "resume-at",
+            MockRuntime::OpenCode => "revert",
+        }
+    }
+}
+
+/// Something about the mock runtimes went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum MockError {
+    /// A fixture's `runtime_sessions` entry does not describe a session of its agent's runtime.
+    #[error("{fixture}: runtime_sessions.{agent}: {detail}")]
+    Session {
+        /// The fixture file.
+        fixture: String,
+        /// The agent.
+        agent: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A file or process operation failed.
+    #[error("{action}: {source}")]
+    Io {
+        /// What the harness was doing.
+        action: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A journal could not be read.
+    #[error(transparent)]
+    Journal(#[from] rewind_mock_runtimes::journal::JournalError),
+    /// A fault plan could not be read.
+    #[error("{0}")]
+    Faults(String),
+}
+
+fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> MockError {
+    let action = action.into();
+    move |source| MockError::Io { action, source }
+}
+
+/// The mock programs of a run: links named like the real runtimes to a multi-call binary.
+#[derive(Debug)]
+pub struct MockPrograms {
+    _dir: tempfile::TempDir,
+    bin: PathBuf,
+}
+
+impl MockPrograms {
+    /// Links `codex`, `claude` and `opencode` to `exe` in a new temporary directory.
+    pub fn link(exe: &Path) -> Result<MockPrograms, MockError> {
+        let dir = tempfile::Builder::new()
+            .prefix("rewind-mock-bin-")
+            .tempdir()
+            .map_err(io("creating the mock program directory"))?;
+        for runtime in MockRuntime::ALL {
+            let link = dir.path().join(runtime.program());
+            std::os::unix::fs::symlink(exe, &link).map_err(io(format!(
+                "linking {} to {}",
+                link.display(),
+                exe.display()
+            )))?;
+        }
+        let bin = dir.path().to_path_buf();
+        Ok(MockPrograms { _dir: dir, bin })
+    }
+
+    /// The path of one mock program.
+    pub fn program(&self, runtime: MockRuntime) -> PathBuf {
+        self.bin.join(runtime.program())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CodexSession {
+    thread_id: String,
+    #[serde(default)]
+    turns: Vec<CodexTurn>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CodexTurn {
+    id: String,
+    input_message: String,
+    /// Absent for a turn the agent has not answered.
+    #[serde(default)]
+    output_message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaudeSession {
+    session_id: String,
+    #[serde(default)]
+    transcript: Vec<ClaudeEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaudeEntry {
+    uuid: String,
+    #[serde(rename = "type")]
+    role: Role,
+    message: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenCodeSession {
+    session_id: String,
+    #[serde(default)]
+    messages: Vec<OpenCodeMessage>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenCodeMessage {
+    id: String,
+    role: Role,
+    message: String,
+}
+
+/// The mock runtimes of one scenario.
+#[derive(Debug)]
+pub struct MockRuntimes {
+    root: tempfile::TempDir,
+    codex_program: PathBuf,
+    claude_program: PathBuf,
+    opencode_program: PathBuf,
+    opencode: Option<opencode::ServerProcess>,
+    /// Thread or session id of each seeded agent.
+    sessions: BTreeMap<String, (MockRuntime, String)>,
+    /// The ids each agent's session was seeded with: codex turn ids, claude transcript uuids,
+    /// opencode message ids.
+    seeded: BTreeMap<String, Vec<String>>,
+}
+
+/// What a mock's state says about one agent's session now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    /// Codex: the thread's turn ids; claude: the live chain's uuids (walked back from the live
+    /// leaf, listed oldest first); opencode: the session's message ids.
+    pub ids: Vec<String>,
+    /// OpenCode: the message a pending revert points at.
+    pub reverted_at: Option<String>,
+}
+
+impl MockRuntimes {
+    /// Seeds the fixture's runtime sessions into fresh runtime homes and starts an OpenCode
+    /// server when an agent of the fixture runs on OpenCode or builtin. The OpenCode server
+    /// runs in the context-only configuration (`"snapshot": false`).
+    pub async fn start(
+        programs: &MockPrograms,
+        fixture: &Fixture,
+    ) -> Result<MockRuntimes, MockError> {
+        let root = tempfile::Builder::new()
+            .prefix("rewind-mocks-")
+            .tempdir()
+            .map_err(io("creating the mock runtime directory"))?;
+        let mut mocks = MockRuntimes {
+            root,
+            codex_program: programs.program(MockRuntime::Codex),
+            claude_program: programs.program(MockRuntime::Claude),
+            opencode_program: programs.program(MockRuntime::OpenCode),
+            opencode: None,
+            sessions: BTreeMap::new(),
+            seeded: BTreeMap::new(),
+        };
+        for dir in [
+            mocks.home(MockRuntime::Codex),
+            mocks.home(MockRuntime::Claude),
+            mocks.home(MockRuntime::OpenCode),
+            mocks.claude_cwd(),
+            mocks.opencode_cwd(),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        }
+        mocks.write_opencode_config(true)?;
+        mocks.seed(fixture)?;
+        let needs_opencode = fixture
+            .agents
+            .iter()
+            .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode));
+        if needs_opencode {
+            mocks.start_opencode().await?;
+        }
+        Ok(mocks)
+    }
+
+    fn seed(&mut self, fixture: &Fixture) -> Result<(), MockError> {
+        let content: BTreeMap<&str, &str> = fixture
+            .scopes
+            .iter()
+            .flat_map(|s| s.messages.iter())
+            .map(|m| (m.id.as_str(), m.content.as_str()))
+            .collect();
+        let fixture_name = fixture.path.display().to_string();
+        let mut opencode_sessions = Vec::new();
+        for (agent_id, state) in &fixture.runtime_sessions {
+            let bad = |detail: String| MockError::Session {
+                fixture: fixture_name.clone(),
+                agent: agent_id.clone(),
+                detail,
+            };
+            let agent = fixture
+                .agents
+                .iter()
+                .find(|a| &a.id == agent_id)
+                .ok_or_else(|| bad("no such agent".to_owned()))?;
+            let runtime = MockRuntime::for_runtime(&agent.runtime).ok_or_else(|| {
+                bad(format!(
+                    "agent runtime `{}` has no mock (codex, claude, opencode, builtin)",
+                    agent.runtime
+                ))
+            })?;
+            let text = |message: &str| -> Result<String, MockError> {
+                content
+                    .get(message)
+                    .map(|text| (*text).to_owned())
+                    .ok_or_else(|| bad(format!("message `{message}` is not in the fixture")))
+            };
+            match runtime {
+                MockRuntime::Codex => {
+                    let session: CodexSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not a codex thread: {e}")))?;
+                    let mut turns = Vec::new();
+                    for turn in &session.turns {
+                        turns.push(codex::SeedTurn {
+                            id: turn.id.clone(),
+                            input: text(&turn.input_message)?,
+                            output: match &turn.output_message {
+                                Some(message) => text(message)?,
+                                None => String::new(),
+                            },
+                        });
+                    }
+                    let thread = codex::SeedThread {
+                        thread_id: session.thread_id.clone(),
+                        turns,
+                    };
+                    codex::seed_thread(&self.home(MockRuntime::Codex), &thread)
+                        .map_err(io(format!("seeding codex thread {}", session.thread_id)))?;
+                    self.seeded.insert(
+                        agent_id.clone(),
+                        session.turns.iter().map(|t| t.id.clone()).collect(),
+                    );
+                    self.sessions
+                        .insert(agent_id.clone(), (runtime, session.thread_id));
+                }
+                MockRuntime::Claude => {
+                    let session: ClaudeSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not a claude session: {e}")))?;
+                    let mut entries = Vec::new();
+                    for entry in &session.transcript {
+                        entries.push(claude::SeedEntry {
+                            uuid: entry.uuid.clone(),
+                            role: entry.role.as_str().to_owned(),
+                            text: text(&entry.message)?,
+                        });
+                    }
+                    let seed = claude::SeedSession {
+                        session_id: session.session_id.clone(),
+                        cwd: self.claude_cwd(),
+                        entries,
+                    };
+                    claude::seed_session(&self.home(MockRuntime::Claude), &seed)
+                        .map_err(io(format!("seeding claude session {}", session.session_id)))?;
+                    self.seeded.insert(
+                        agent_id.clone(),
+                        session.transcript.iter().map(|e| e.uuid.clone()).collect(),
+                    );
+                    self.sessions
+                        .insert(agent_id.clone(), (runtime, session.session_id));
+                }
+                MockRuntime::OpenCode => {
+                    let session: OpenCodeSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not an opencode session: {e}")))?;
+                    let mut messages = Vec::new();
+                    for message in &session.messages {
+                        messages.push(opencode::SeedMessage {
+                            id: message.id.clone(),
+                            role: message.role.as_str().to_owned(),
+                            text: text(&message.message)?,
+                        });
+                    }
+                    self.seeded.insert(
+                        agent_id.clone(),
+                        session.messages.iter().map(|m| m.id.clone()).collect(),
+                    );
+                    opencode_sessions.push(opencode::SeedSession {
+                        session_id: session.session_id.clone(),
+                        messages,
+                    });
+                    self.sessions
+                        .insert(agent_id.clone(), (runtime, session.session_id));
+                }
+            }
+        }
+        if !opencode_sessions.is_empty() {
+            opencode::seed_sessions(&self.opencode_data_home(), &opencode_sessions)
+                .map_err(io("seeding opencode sessions"))?;
+        }
+        Ok(())
+    }
+
+    async fn start_opencode(&mut self) -> Result<(), MockError> {
+        if let Some(old) = self.opencode.take() {
+            if let Err(e) = old.stop().await {
+                tracing::warn!("stopping the mock opencode server: {e}");
+            }
+        }
+        let server = opencode::ServerProcess::start(
+            &self.opencode_program,
+            &[],
+            &self.opencode_data_home(),
+            &self.opencode_cwd(),
+        )
+        .await
+        .map_err(io("starting the mock opencode server"))?;
+        self.opencode = Some(server);
+        Ok(())
+    }
+
+    fn write_opencode_config(&self, context_only: bool) -> Result<(), MockError> {
+        let path = self.opencode_cwd().join("opencode.json");
+        let config = serde_json::json!({
+            "$schema": "https://opencode.ai/config.json",
+            "snapshot": !context_only,
+        });
+        std::fs::write(&path, format!("{config:#}\n"))
+            .map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// Restarts the OpenCode server with snapshots on: the configuration AgentTeam must not
+    /// restore through, since a revert would then also roll back files.
+    pub async fn use_opencode_with_snapshots(&mut self) -> Result<(), MockError> {
+        self.write_opencode_config(false)?;
+        self.start_opencode().await
+    }
+
+    /// The home directory of one mock (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, the OpenCode data
+    /// directory inside `XDG_DATA_HOME`).
+    pub fn home(&self, runtime: MockRuntime) -> PathBuf {
+        match runtime {
+            MockRuntime::Codex => self.root.path().join("codex-home"),
+            MockRuntime::Claude => self.root.path().join("claude-config"),
+            MockRuntime::OpenCode => self.root.path().join("xdg-data").join("opencode"),
+        }
+    }
+
+    /// `XDG_DATA_HOME` of the OpenCode server (its home is the `opencode` directory inside).
+    fn opencode_data_home(&self) -> PathBuf {
+        self.root.path().join("xdg-data")
+    }
+
+    /// The working directory the claude sessions were started in.
+    pub fn claude_cwd(&self) -> PathBuf {
+        self.root.path().join("claude-work")
+    }
+
+    fn opencode_cwd(&self) -> PathBuf {
+        self.root.path().join("opencode-work")
+    }
+
+    /// The thread or session id seeded for `agent_id`.
+    pub fn session_of(&self, agent_id: &str) -> Option<(MockRuntime, &str)> {
+        self.sessions
+            .get(agent_id)
+            .map(|(runtime, id)| (*runtime, id.as_str()))
+    }
+
+    /// The ids `agent_id`'s session was seeded with (see [`SessionView::ids`]).
+    pub fn seeded_ids(&self, agent_id: &str) -> Option<&[String]> {
+        self.seeded.get(agent_id).map(Vec::as_slice)
+    }
+
+    /// Reads `agent_id`'s session back from its mock's state; `None` when the agent has no
+    /// seeded session or the runtime no longer has it.
+    pub fn view(&self, agent_id: &str) -> Result<Option<SessionView>, MockError> {
+        let Some((runtime, id)) = self.session_of(agent_id) else {
+            return Ok(None);
+        };
+        let home = self.home(runtime);
+        let action = || {
+            format!(
+                "reading the {} state of agent {agent_id}",
+                runtime.program()
+            )
+        };
+        Ok(match runtime {
+            MockRuntime::Codex => {
+                codex::read_thread(&home, id)
+                    .map_err(io(action()))?
+                    .map(|thread| SessionView {
+                        ids: thread.turn_ids(),
+                        reverted_at: None,
+                    })
+            }
+            MockRuntime::Claude => claude::live_chain(&home, &self.claude_cwd(), id)
+                .map_err(io(action()))?
+                .map(|chain| SessionView {
+                    ids: chain.into_iter().map(|e| e.uuid).collect(),
+                    reverted_at: None,
+                }),
+            MockRuntime::OpenCode => opencode::read_session(&self.opencode_data_home(), id)
+                .map_err(io(action()))?
+                .map(|session| SessionView {
+                    ids: session
+                        .message_ids()
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                    reverted_at: session.revert_message_id().map(str::to_owned),
+                }),
+        })
+    }
+
+    /// How the implementation reaches these mocks.
+    pub fn endpoints(&self) -> RuntimeEndpoints {
+        RuntimeEndpoints {
+            codex_program: self.codex_program.clone(),
+            codex_args: vec!["app-server".to_owned()],
+            codex_env: vec![(
+                "CODEX_HOME".to_owned(),
+                self.home(MockRuntime::Codex).display().to_string(),
+            )],
+            claude_program: self.claude_program.clone(),
+            claude_env: vec![(
+                "CLAUDE_CONFIG_DIR".to_owned(),
+                self.home(MockRuntime::Claude).display().to_string(),
+            )],
+            claude_cwd: self.claude_cwd(),
+            opencode_url: self
+                .opencode
+                .as_ref()
+                .map(|s| s.base_url().to_owned())
+                // No OpenCode agent in the fixture: a closed port, so a stray call fails fast.
+                .unwrap_or_else(|| "http://127.0.0.1:9".to_owned()),
+        }
+    }
+
+    /// Adds a fault to one mock's plan: every `call` (default: its restore call) on `target`
+    /// answers with `kind`.
+    pub fn add_fault(
+        &self,
+        runtime: MockRuntime,
+        target: &str,
+        call: Option<&str>,
+        kind: FaultKind,
+        hang_ms: Option<u64>,
+    ) -> Result<(), MockError> {
+        let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
+        let mut plan = FaultPlan::load(&path).map_err(MockError::Faults)?;
+        plan.rules.push(FaultRule {
+            target: target.to_owned(),
+            call: Some(call.unwrap_or(runtime.restore_call()).to_owned()),
+            kind,
+            hang_ms,
+        });
+        plan.save(&path)
+            .map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// Everything one mock was asked so far.
+    pub fn journal(&self, runtime: MockRuntime) -> Result<Vec<JournalEntry>, MockError> {
+        Ok(read_journal(&rewind_mock_runtimes::journal_path(
+            &self.home(runtime),
+        ))?)
+    }
+
+    /// Stops the OpenCode server (the directories go when `self` is dropped).
+    pub async fn stop(&mut self) {
+        if let Some(server) = self.opencode.take() {
+            if let Err(e) = server.stop().await {
+                tracing::warn!("stopping the mock opencode server: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,703 @@
+//! Runtime recovery steps: faults planted in the mock runtimes, what the mocks were asked (their
+//! journals), and what their state says afterwards.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use cucumber::{given, then, when};
+use rewind_conformance::fixtures::RecoveryPoint;
+use rewind_conformance::mocks::{MockRuntime, MockRuntimes, SessionView};
+use rewind_conformance::sut::{PruneRequest, RewindResponse};
+use rewind_mock_runtimes::faults::FaultKind;
+use rewind_mock_runtimes::journal::JournalEntry;
+
+use super::id_list;
+use crate::suite::world::{context, FaultCell, RewindWorld};
+
+fn mock_named(name: &str) -> anyhow::Result<MockRuntime> {
+    MockRuntime::ALL
+        .into_iter()
+        .find(|m| m.program() == name)
+        .ok_or_else(|| anyhow!("`{name}` is not a mock runtime (codex, claude, opencode)"))
+}
+
+/// The agent's runtime id in the fixture, its mock, and its seeded thread or session id.
+fn agent_session<'a>(
+    world: &'a RewindWorld,
+    agent: &str,
+) -> anyhow::Result<(String, MockRuntime, &'a str)> {
+    let mocks = world.mocks()?;
+    let (mock, session) = mocks.session_of(agent).ok_or_else(|| {
+        anyhow!("agent `{agent}` has no runtime session in the fixture (`runtime_sessions`)")
+    })?;
+    let ctx = context()?;
+    let fixture = world
+        .fixture
+        .as_deref()
+        .and_then(|f| ctx.fixtures.get(f))
+        .ok_or_else(|| anyhow!("the scenario has no fixture"))?;
+    let runtime = fixture
+        .agents
+        .iter()
+        .find(|a| a.id == agent)
+        .map(|a| a.runtime.clone())
+        .ok_or_else(|| anyhow!("agent `{agent}` is not in the fixture"))?;
+    Ok((runtime, mock, session))
+}
+
+/// The fixture's recovery point of `agent` for `message` (the database row is consumed by the
+/// rewind, so the fixture is the reference).
+fn recovery_point(
+    world: &RewindWorld,
+    agent: &str,
+    message: &str,
+) -> anyhow::Result<RecoveryPoint> {
+    let ctx = context()?;
+    let fixture = world
+        .fixture
+        .as_deref()
+        .and_then(|f| ctx.fixtures.get(f))
+        .ok_or_else(|| anyhow!("the scenario has no fixture"))?;
+    fixture
+        .recovery_points
+        .iter()
+        .find(|p| p.agent == agent && p.message == message)
+        .cloned()
+        .ok_or_else(|| anyhow!("the fixture has no recovery point of `{agent}` for `{message}`"))
+}
+
+fn ref_str(point: &RecoveryPoint, key: &str) -> Option<String> {
+    point
+        .recovery_ref
+        .get(key)
+        .and_then(|v| v.as_str())
+        .map(str::to_owned)
+}
+
+fn describe_journal(entries: &[JournalEntry]) -> String {
+    if entries.is_empty() {
+        return "  (no calls)".to_owned();
+    }
+    entries
+        .iter()
+        .map(|e| {
+            format!(
+                "  {} {} {} -> {}{}",
+                e.at,
+                e.call,
+                e.target.as_deref().unwrap_or("-"),
+                e.outcome,
+                e.detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether a journal entry is the native restore call of `mock` on `session`.
+fn is_restore_call(mock: MockRuntime, session: &str, entry: &JournalEntry) -> bool {
+    if entry.target.as_deref() != Some(session) {
+        return false;
+    }
+    match mock {
+        MockRuntime::Codex => entry.call == "thread/rollback",
+        MockRuntime::Claude => argv(entry)
+            .iter()
+            .any(|a| a.starts_with("--resume-session-at")),
+        MockRuntime::OpenCode => entry.call.ends_with("/revert") && entry.call.starts_with("POST"),
+    }
+}
+
+/// The command line a claude run journaled.
+fn argv(entry: &JournalEntry) -> Vec<String> {
+    let list = entry
+        .request
+        .get("argv")
+        .or_else(|| entry.request.get("args"))
+        .unwrap_or(&entry.request);
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A flag's value in `--flag=value` or `--flag value` form.
+fn flag_value(argv: &[String], flag: &str) -> Option<String> {
+    argv.iter().enumerate().find_map(|(i, a)| {
+        if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+            Some(v.to_owned())
+        } else if a == flag {
+            argv.get(i + 1).cloned()
+        } else {
+            None
+        }
+    })
+}
+
+/// Plants a restore fault: `the codex runtime answers the restore of agent "cody" with "busy"`.
+#[given(
+    regex = r#"^the (codex|claude|opencode) runtime answers the restore of agent "([^"]+)" with "([^"]+)"$"#
+)]
+async fn plant_fault(
+    world: &mut RewindWorld,
+    mock: String,
+    agent: String,
+    fault: String,
+) -> anyhow::Result<()> {
+    let kind = FaultKind::parse(&fault).ok_or_else(|| {
+        let known: Vec<&str> = FaultKind::ALL.iter().map(|k| k.label()).collect();
+        anyhow!("unknown fault `{fault}` (known: {})", known.join(", "))
+    })?;
+    let (runtime, agent_mock, session) = agent_session(world, &agent)?;
+    let mock = mock_named(&mock)?;
+    ensure!(
+        mock == agent_mock,
+        "agent `{agent}` runs on `{runtime}`, served by the {} mock, not {}",
+        agent_mock.program(),
+        mock.program()
+    );
+    world.mocks()?.add_fault(mock, session, None, kind, None)?;
+    world.fault_cell = Some(FaultCell {
+        runtime,
+        fault: kind.label().to_owned(),
+    });
+    Ok(())
+}
+
+/// A restore that answers only after a delay (a hang shorter than the caller's timeout).
+#[given(
+    regex = r#"^the (codex|claude|opencode) runtime delays the restore of agent "([^"]+)" by (\d+) ms$"#
+)]
+async fn delay_restore(
+    world: &mut RewindWorld,
+    mock: String,
+    agent: String,
+    ms: u64,
+) -> anyhow::Result<()> {
+    let (_, agent_mock, session) = agent_session(world, &agent)?;
+    let mock = mock_named(&mock)?;
+    ensure!(
+        mock == agent_mock,
+        "agent `{agent}` is not served by the {} mock",
+        mock.program()
+    );
+    world
+        .mocks()?
+        .add_fault(mock, session, None, FaultKind::Hang, Some(ms))?;
+    Ok(())
+}
+
+/// Restarts the OpenCode server with snapshots on (reverting would roll back files too).
+#[given("the opencode server keeps file snapshots")]
+async fn opencode_snapshots(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mocks = world
+        .mocks
+        .as_mut()
+        .ok_or_else(|| anyhow!("no mock runtimes yet"))?;
+    mocks.use_opencode_with_snapshots().await?;
+    Ok(())
+}
+
+/// Waits (up to 10 s) until the mock journaled the restore call of the agent's session.
+#[when(
+    regex = r#"^the (codex|claude|opencode) runtime has received the restore of agent "([^"]+)"$"#
+)]
+async fn wait_for_restore(
+    world: &mut RewindWorld,
+    mock: String,
+    agent: String,
+) -> anyhow::Result<()> {
+    let mock = mock_named(&mock)?;
+    let (_, _, session) = agent_session(world, &agent)?;
+    let session = session.to_owned();
+    let started = Instant::now();
+    loop {
+        let journal = world.mocks()?.journal(mock)?;
+        if journal.iter().any(|e| is_restore_call(mock, &session, e)) {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            bail!(
+                "the {} mock did not receive the restore of `{agent}` within 10 s; it received:\n{}",
+                mock.program(),
+                describe_journal(&journal)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Guard problems staged in the database before the rewind.
+#[given(regex = r#"^agent "([^"]+)" has this problem: (.+)$"#)]
+async fn agent_problem(
+    world: &mut RewindWorld,
+    agent: String,
+    problem: String,
+) -> anyhow::Result<()> {
+    let pool = world.pool()?;
+    let sql = match problem.as_str() {
+        "the agent was deleted" => "UPDATE agents SET deleted_at = now() WHERE id = $1",
+        "the agent's machine was deleted" => {
+            "UPDATE machines SET deleted_at = now() \
+             WHERE id = (SELECT machine_id FROM agents WHERE id = $1)"
+        }
+        "the recovery points were removed" => {
+            "DELETE FROM message_recovery_points WHERE agent_id = $1"
+        }
+        "the recovery points use another strategy" => {
+            "UPDATE message_recovery_points SET strategy = CASE strategy \
+                 WHEN 'codex_app_server_turns' THEN 'opencode_session_revert' \
+                 ELSE 'codex_app_server_turns' END \
+             WHERE agent_id = $1"
+        }
+        "activity in another conversation" => {
+            // The agent answers in the lobby after everything else: a later global seq in a
+            // scope the rewind does not cover.
+            "WITH g AS (UPDATE workspaces w SET latest_global_seq = w.latest_global_seq + 1 \
+                        FROM agents a WHERE a.id = $1 AND w.id = a.workspace_id \
+                        RETURNING w.id AS workspace_id, w.latest_global_seq), \
+                  s AS (UPDATE scopes SET latest_seq = latest_seq + 1, \
+                        latest_global_seq = (SELECT latest_global_seq FROM g), \
+                        visible_message_count = visible_message_count + 1 \
+                        WHERE id = 'ch-lobby' RETURNING latest_seq) \
+             INSERT INTO scope_messages (id, workspace_id, scope_id, seq, global_seq, author_kind, \
+                                         author_agent_id, content) \
+             SELECT 'elsewhere-' || $1, g.workspace_id, 'ch-lobby', s.latest_seq, \
+                    g.latest_global_seq, 'agent', $1, 'an answer in the lobby' FROM g, s"
+        }
+        other => bail!(
+            "unknown agent problem `{other}` (known: the agent was deleted; the agent's machine \
+             was deleted; the recovery points were removed; the recovery points use another \
+             strategy; activity in another conversation)"
+        ),
+    };
+    let done = sqlx::query(sql)
+        .bind(&agent)
+        .execute(pool)
+        .await
+        .with_context(|| format!("staging `{problem}` for agent `{agent}`"))?;
+    ensure!(
+        done.rows_affected() > 0,
+        "staging `{problem}` changed nothing for agent `{agent}`"
+    );
+    Ok(())
+}
+
+/// Records the agent under another runtime id (a strategy name, an unknown runtime).
+#[given(expr = "the runtime of agent {string} is recorded as {string}")]
+async fn agent_runtime(
+    world: &mut RewindWorld,
+    agent: String,
+    runtime: String,
+) -> anyhow::Result<()> {
+    let done = sqlx::query("UPDATE agents SET runtime = $2 WHERE id = $1")
+        .bind(&agent)
+        .bind(&runtime)
+        .execute(world.pool()?)
+        .await
+        .context("changing the agent's runtime")?;
+    ensure!(done.rows_affected() == 1, "agent `{agent}` does not exist");
+    Ok(())
+}
+
+/// Prunes recovery points through the implementation's GC.
+#[when(expr = "the recovery points of agent {string} are pruned")]
+async fn prune(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    let api = std::sync::Arc::clone(&world.attached()?.api);
+    api.prune_recovery_points(&PruneRequest { agent_id: agent })
+        .await?;
+    Ok(())
+}
+
+/// The refusal carries this code (for failures the spec gives no wording for).
+#[then(expr = "the rewind is refused with code {string}")]
+async fn refused_with_code(world: &mut RewindWorld, expected: String) -> anyhow::Result<()> {
+    match world.last_response()? {
+        RewindResponse::Refused { code, .. } if *code == expected => Ok(()),
+        RewindResponse::Refused { code, message, .. } => {
+            bail!("expected code `{expected}`, but the rewind was refused with code `{code}`: {message}")
+        }
+        RewindResponse::Completed { .. } => {
+            bail!("expected a refusal with code `{expected}`, but the rewind completed")
+        }
+    }
+}
+
+fn expect_view(mocks: &MockRuntimes, agent: &str) -> anyhow::Result<SessionView> {
+    mocks
+        .view(agent)?
+        .ok_or_else(|| anyhow!("the runtime no longer has the session of agent `{agent}`"))
+}
+
+/// The agent's runtime was asked for its native restore with the coordinates of the recovery
+/// point, the restore was verified by a later read-back, and the runtime's state now sits
+/// exactly at the recovery point.
+#[then(
+    expr = "the runtime of agent {string} was restored to its recovery point for message {string}"
+)]
+async fn restored_to_point(
+    world: &mut RewindWorld,
+    agent: String,
+    message: String,
+) -> anyhow::Result<()> {
+    let (_, mock, session) = agent_session(world, &agent)?;
+    let point = recovery_point(world, &agent, &message)?;
+    let mocks = world.mocks()?;
+    let journal = mocks.journal(mock)?;
+    let seeded = mocks
+        .seeded_ids(&agent)
+        .ok_or_else(|| anyhow!("agent `{agent}` has no seeded session"))?
+        .to_vec();
+    let view = expect_view(mocks, &agent)?;
+    let restore_at = journal
+        .iter()
+        .position(|e| is_restore_call(mock, session, e) && e.outcome == "ok");
+    let show = || describe_journal(&journal);
+    match mock {
+        MockRuntime::Codex => {
+            let turn_count = point
+                .recovery_ref
+                .get("turnCount")
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| anyhow!("recovery point `{}` has no turnCount", point.id))?
+                as usize;
+            let want: Vec<String> = seeded.iter().take(turn_count).cloned().collect();
+            ensure!(
+                view.ids == want,
+                "the codex thread of `{agent}` has turns {:?}, but the recovery point \
+                 (turnCount {turn_count}) leaves {:?}",
+                view.ids,
+                want
+            );
+            if seeded.len() > turn_count {
+                let at = restore_at.ok_or_else(|| {
+                    anyhow!("no successful thread/rollback of thread `{session}`; the codex mock received:\n{}", show())
+                })?;
+                let num_turns = journal[at].request.get("numTurns").and_then(|v| v.as_u64());
+                ensure!(
+                    num_turns == Some((seeded.len() - turn_count) as u64),
+                    "thread/rollback asked for numTurns {num_turns:?}, but {} turns had to go",
+                    seeded.len() - turn_count
+                );
+                ensure!(
+                    journal[at + 1..]
+                        .iter()
+                        .any(|e| e.call == "thread/read" && e.target.as_deref() == Some(session)),
+                    "the rollback of thread `{session}` was not verified by a later thread/read; the codex mock received:\n{}",
+                    show()
+                );
+            }
+        }
+        MockRuntime::Claude => {
+            let boundary = ref_str(&point, "boundaryUuid").ok_or_else(|| {
+                anyhow!("recovery point `{}` is a fresh-session boundary", point.id)
+            })?;
+            let at = restore_at.ok_or_else(|| {
+                anyhow!("no successful claude run resumed session `{session}` at a boundary; the claude mock received:\n{}", show())
+            })?;
+            let args = argv(&journal[at]);
+            ensure!(
+                flag_value(&args, "--resume-session-at").as_deref() == Some(boundary.as_str())
+                    && flag_value(&args, "--resume").as_deref() == Some(session),
+                "the claude run was {args:?}, not `--resume {session} --resume-session-at {boundary}`"
+            );
+            let upto = seeded
+                .iter()
+                .position(|u| *u == boundary)
+                .ok_or_else(|| anyhow!("boundary `{boundary}` is not in the seeded transcript"))?;
+            ensure!(
+                view.ids == seeded[..=upto],
+                "the live claude chain of `{agent}` is {:?}, but it must end at the boundary {boundary}",
+                view.ids
+            );
+        }
+        MockRuntime::OpenCode => {
+            let message_id = ref_str(&point, "messageId")
+                .ok_or_else(|| anyhow!("recovery point `{}` has no messageId", point.id))?;
+            let at = restore_at.ok_or_else(|| {
+                anyhow!(
+                    "no successful revert of session `{session}`; the opencode mock received:\n{}",
+                    show()
+                )
+            })?;
+            let asked = journal[at]
+                .request
+                .get("messageID")
+                .and_then(|v| v.as_str());
+            ensure!(
+                asked == Some(message_id.as_str()),
+                "the revert asked for messageID {asked:?}, but the recovery point is the prompt {message_id}"
+            );
+            ensure!(
+                journal[at + 1..].iter().any(|e| e.call.starts_with("GET")
+                    && e.target.as_deref() == Some(session)),
+                "the revert of session `{session}` was not verified by a later read; the opencode mock received:\n{}",
+                show()
+            );
+            ensure!(
+                view.reverted_at.as_deref() == Some(message_id.as_str()),
+                "the opencode session of `{agent}` is reverted at {:?}, not at {message_id}",
+                view.reverted_at
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The codex thread's turns now.
+#[then(regex = r#"^the codex thread of agent "([^"]+)" has (?:turns "([^"]*)"|no turns)$"#)]
+async fn codex_turns(world: &mut RewindWorld, agent: String, turns: String) -> anyhow::Result<()> {
+    let view = expect_view(world.mocks()?, &agent)?;
+    let want = id_list(&turns);
+    ensure!(
+        view.ids == want,
+        "the codex thread of `{agent}` has turns {:?}, expected {want:?}",
+        view.ids
+    );
+    Ok(())
+}
+
+/// The session is exactly as seeded (no restore took effect).
+#[then(regex = r#"^the (codex|claude|opencode) session of agent "([^"]+)" is as seeded$"#)]
+async fn as_seeded(world: &mut RewindWorld, _mock: String, agent: String) -> anyhow::Result<()> {
+    let mocks = world.mocks()?;
+    let view = expect_view(mocks, &agent)?;
+    let seeded = mocks.seeded_ids(&agent).unwrap_or_default();
+    ensure!(
+        view.ids == seeded && view.reverted_at.is_none(),
+        "the session of `{agent}` changed: now {:?} (reverted at {:?}), seeded {:?}",
+        view.ids,
+        view.reverted_at,
+        seeded
+    );
+    Ok(())
+}
+
+/// The journal shows the planted fault answered the restore.
+#[then(
+    regex = r#"^the (codex|claude|opencode) runtime answered the restore of agent "([^"]+)" with the fault "([^"]+)"$"#
+)]
+async fn answered_with_fault(
+    world: &mut RewindWorld,
+    mock: String,
+    agent: String,
+    fault: String,
+) -> anyhow::Result<()> {
+    let mock = mock_named(&mock)?;
+    let kind = FaultKind::parse(&fault).ok_or_else(|| anyhow!("unknown fault `{fault}`"))?;
+    let (_, _, session) = agent_session(world, &agent)?;
+    let journal = world.mocks()?.journal(mock)?;
+    ensure!(
+        journal
+            .iter()
+            .any(|e| is_restore_call(mock, session, e) && e.outcome == kind.outcome()),
+        "the {} mock never answered a restore of `{session}` with {}; it received:\n{}",
+        mock.program(),
+        kind.outcome(),
+        describe_journal(&journal)
+    );
+    Ok(())
+}
+
+/// No claude run carried the flag (restores must not roll back files by default).
+#[then(expr = "no claude run passed {string}")]
+async fn no_claude_flag(world: &mut RewindWorld, flag: String) -> anyhow::Result<()> {
+    let journal = world.mocks()?.journal(MockRuntime::Claude)?;
+    ensure!(
+        journal.iter().any(|e| e.call != "process/start"),
+        "the claude mock received no call at all, so the check proves nothing"
+    );
+    let offending: Vec<&JournalEntry> = journal
+        .iter()
+        .filter(|e| {
+            argv(e)
+                .iter()
+                .any(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+        })
+        .collect();
+    ensure!(
+        offending.is_empty(),
+        "claude was run with `{flag}`:\n{}",
+        describe_journal(&offending.into_iter().cloned().collect::<Vec<_>>())
+    );
+    Ok(())
+}
+
+fn calls(journal: &[JournalEntry], mock: MockRuntime) -> Vec<JournalEntry> {
+    journal
+        .iter()
+        // The harness itself starts the OpenCode server; its start is not a call.
+        .filter(|e| !(mock == MockRuntime::OpenCode && e.call == "process/start"))
+        .cloned()
+        .collect()
+}
+
+/// The mock received nothing (for codex and claude: not even a process start).
+#[then(regex = r#"^the (codex|claude|opencode) runtime received no call$"#)]
+async fn no_call(world: &mut RewindWorld, mock: String) -> anyhow::Result<()> {
+    let mock = mock_named(&mock)?;
+    let received = calls(&world.mocks()?.journal(mock)?, mock);
+    ensure!(
+        received.is_empty(),
+        "the {} mock was called:\n{}",
+        mock.program(),
+        describe_journal(&received)
+    );
+    Ok(())
+}
+
+/// The mock received no call of this name (`revert`, `thread/rollback`, ...).
+#[then(regex = r#"^the (codex|claude|opencode) runtime received no "([^"]+)" call$"#)]
+async fn no_named_call(world: &mut RewindWorld, mock: String, call: String) -> anyhow::Result<()> {
+    let mock = mock_named(&mock)?;
+    let journal = world.mocks()?.journal(mock)?;
+    let named: Vec<JournalEntry> = journal
+        .iter()
+        .filter(|e| e.call == call || e.call.ends_with(&format!("/{call}")))
+        .cloned()
+        .collect();
+    ensure!(
+        named.is_empty(),
+        "the {} mock received `{call}`:\n{}",
+        mock.program(),
+        describe_journal(&named)
+    );
+    Ok(())
+}
+
+/// No mock received anything: the rewind was refused before the restore step.
+#[then("no runtime received a call")]
+async fn no_runtime_call(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mocks = world.mocks()?;
+    for mock in MockRuntime::ALL {
+        let received = calls(&mocks.journal(mock)?, mock);
+        ensure!(
+            received.is_empty(),
+            "the {} mock was called although the rewind was refused before any restore:\n{}",
+            mock.program(),
+            describe_journal(&received)
+        );
+    }
+    Ok(())
+}
+
+/// The agent forgot its claude session: its next delivery starts a new one.
+#[then(expr = "agent {string} starts its next delivery in a fresh session")]
+async fn fresh_session(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    let (_, _, seeded_session) = agent_session(world, &agent)?;
+    let session: Option<String> =
+        sqlx::query_scalar("SELECT runtime_session_id FROM agents WHERE id = $1")
+            .bind(&agent)
+            .fetch_one(world.pool()?)
+            .await
+            .context("reading the agent's session")?;
+    ensure!(
+        session.as_deref() != Some(seeded_session),
+        "agent `{agent}` still points at session `{seeded_session}`: its next delivery would resume the rewound context"
+    );
+    Ok(())
+}
+
+/// Every successful restore call any mock received came before the first tombstone write.
+#[then("every runtime restore happened before the first tombstone")]
+async fn restores_before_apply(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mark = world
+        .log_mark
+        .ok_or_else(|| anyhow!("no statement-log mark (this step follows a `When`)"))?;
+    let first = {
+        let mut conn = world
+            .pool()?
+            .acquire()
+            .await
+            .context("acquiring a connection")?;
+        rewind_conformance::inspect::first_message_update_since(&mut conn, mark)
+            .await
+            .context("reading the statement log")?
+            .ok_or_else(|| anyhow!("nothing was tombstoned"))?
+    };
+    let mocks = world.mocks()?;
+    let mut restores = 0;
+    for mock in MockRuntime::ALL {
+        for entry in mocks.journal(mock)? {
+            let Some(session) = entry.target.as_deref() else {
+                continue;
+            };
+            if !is_restore_call(mock, session, &entry) || entry.outcome != "ok" {
+                continue;
+            }
+            restores += 1;
+            let at = chrono::DateTime::parse_from_rfc3339(&entry.at)
+                .with_context(|| format!("journal time `{}`", entry.at))?;
+            ensure!(
+                at <= first,
+                "{} restored `{session}` at {} but the first tombstone was written at {}",
+                mock.program(),
+                entry.at,
+                first.to_rfc3339()
+            );
+        }
+    }
+    ensure!(restores > 0, "no runtime restore call was journaled");
+    Ok(())
+}
+
+/// The recovery points the agent still has, by message.
+#[then(expr = "the recovery points of agent {string} are for messages {string}")]
+async fn remaining_points(
+    world: &mut RewindWorld,
+    agent: String,
+    messages: String,
+) -> anyhow::Result<()> {
+    let found: Vec<String> = sqlx::query_scalar(
+        "SELECT message_id FROM message_recovery_points WHERE agent_id = $1 ORDER BY message_id",
+    )
+    .bind(&agent)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading recovery points")?;
+    let mut want = id_list(&messages);
+    want.sort();
+    ensure!(
+        found == want,
+        "agent `{agent}` has recovery points for {found:?}, expected {want:?}"
+    );
+    Ok(())
+}
+
+/// With several agents, a failure after another agent's restore took effect needs repair;
+/// one before any restore took effect is a plain failure.
+#[then(
+    regex = r#"^the operation is "repair_required" if another agent's runtime was restored first, else "failed"$"#
+)]
+async fn failed_or_repair(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mocks = world.mocks()?;
+    let mut restored_ok = false;
+    for mock in MockRuntime::ALL {
+        for entry in mocks.journal(mock)? {
+            if let Some(session) = entry.target.as_deref() {
+                restored_ok |= is_restore_call(mock, session, &entry) && entry.outcome == "ok";
+            }
+        }
+    }
+    let want = if restored_ok {
+        "repair_required"
+    } else {
+        "failed"
+    };
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM rewind_operations")
+        .fetch_all(world.pool()?)
+        .await
+        .context("reading rewind operations")?;
+    ensure!(
+        statuses == [want],
+        "expected one operation with status `{want}` (a runtime restore {} before the failure), found {statuses:?}",
+        if restored_ok { "had taken effect" } else { "had not taken effect" }
+    );
+    Ok(())
+}
