@@ -30,6 +30,10 @@ REALTIME = "reference-impl/src/realtime.rs"
 RECOVERY = "reference-impl/src/recovery.rs"
 CAPABILITIES = "reference-impl/src/capabilities.rs"
 SCHEMA = "reference-impl/migrations/0001_spec_schema.sql"
+MESSAGES = "reference-impl/src/messages.rs"
+CODEX = "reference-impl/src/runtimes/codex.rs"
+CLAUDE = "reference-impl/src/runtimes/claude.rs"
+OPENCODE = "reference-impl/src/runtimes/opencode.rs"
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -216,6 +220,68 @@ MUTATIONS = [
     ("membership-role-reset", RECOMPUTE,
      [("last_read_seq = least(sm.last_read_seq, t.seq), \\", "role = 'member', last_read_seq = least(sm.last_read_seq, t.seq), \\")],
      "@rule:inv.no-membership-change"),
+    # Concurrency, realtime and recompute scenarios no earlier breakage reached.
+    ("apply-lock-nowait", APPLY,
+     [("SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE\")",
+       "SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE NOWAIT\")")],
+     "@rule:conc.lock-stats-read-state"),
+    ("refusal-publishes-invalidation", SERVICE,
+     [("        let plan = {\n",
+       "        self.sink.publish(crate::realtime::RealtimeEvent { name: \"conversation:rewound\".into(), "
+       "scope_id: command.scope_id.clone(), payload: serde_json::json!({}) });\n        let plan = {\n")],
+     "@rule:realtime.failure-specific-errors"),
+    ("seq-from-visible-count", MESSAGES,
+     [("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE",
+       "SELECT workspace_id, visible_message_count AS latest_seq FROM scopes WHERE id = $1 FOR UPDATE")],
+     "@rule:recompute.no-seq-reuse"),
+    # Runtime recovery (spec section 5).
+    ("restore-skipped", SERVICE,
+     [("        self.restore_runtimes(&operation_id, &targets).await?;\n", "")],
+     "@rule:sem.runtime-restore-first or @rule:runtime.restore-verify"),
+    ("apply-before-restore", SERVICE,
+     [("        self.restore_runtimes(&operation_id, &targets).await?;\n"
+       "        match apply_rewind(&self.pool, &plan, &operation_id).await {",
+       "        let applied = apply_rewind(&self.pool, &plan, &operation_id).await;\n"
+       "        self.restore_runtimes(&operation_id, &targets).await?;\n"
+       "        match applied {")],
+     "@rule:runtime.apply-after-all-restores"),
+    ("repair-recorded-as-failed", SERVICE,
+     [("                    OperationStatus::RepairRequired,\n                    err.code(),",
+       "                    OperationStatus::Failed,\n                    err.code(),")],
+     "@rule:lifecycle.repair-required"),
+    ("partial-restore-recorded-as-failed", SERVICE,
+     [("let status = if restored == 0 {", "let status = if restored < usize::MAX {")],
+     "@rule:lifecycle.repair-required"),
+    ("fresh-session-not-recorded", SERVICE,
+     [("UPDATE agents SET runtime_session_id = NULL WHERE id = $1",
+       "UPDATE agents SET runtime_session_id = runtime_session_id WHERE id = $1")],
+     "@rule:runtime.claude-before-first-input"),
+    ("consumed-points-kept", SCRUB,
+     [("DELETE FROM message_recovery_points WHERE message_id = ANY($1)",
+       "DELETE FROM message_recovery_points WHERE false AND message_id = ANY($1)")],
+     "@rule:apply.delete-consumed-recovery-points"),
+    ("cascade-agents-ignored", PLAN,
+     [("related_agents(conn, &boundary.all_message_ids())",
+       "related_agents(conn, &boundary.primary.message_ids)")],
+     "@rule:thread.cascade-runtime-restore"),
+    ("codex-unverified", CODEX,
+     [("    if after == expected {", "    if after == expected || !after.is_empty() || after.is_empty() {")],
+     "@rule:runtime.restore-verify"),
+    ("codex-keeps-target-turn", CODEX,
+     [("    let num_turns = turns_to_drop(before.len(), turn_count)?;",
+       "    let num_turns = turns_to_drop(before.len(), turn_count + 1)?;")],
+     "@rule:runtime.codex-recovery-ref"),
+    ("claude-rewinds-files", CLAUDE,
+     [('        format!("--resume-session-at={boundary_uuid}"),\n',
+       '        format!("--resume-session-at={boundary_uuid}"),\n        "--rewind-files".to_owned(),\n')],
+     "@rule:runtime.claude-no-rewind-files"),
+    ("opencode-snapshots-accepted", OPENCODE,
+     [("        Some(Value::Bool(false)) => Ok(()),", "        Some(_) | None => Ok(()),")],
+     "@rule:runtime.opencode-context-only"),
+    ("opencode-unverified", OPENCODE,
+     [("        None | Some(Value::Null) => return Err(not_verified(\"no pending revert\".to_owned())),",
+       "        None | Some(Value::Null) => return Ok(()),")],
+     "@rule:runtime.restore-verify"),
 ]
 
 
