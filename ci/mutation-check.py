@@ -34,6 +34,7 @@ MESSAGES = "reference-impl/src/messages.rs"
 CODEX = "reference-impl/src/runtimes/codex.rs"
 CLAUDE = "reference-impl/src/runtimes/claude.rs"
 OPENCODE = "reference-impl/src/runtimes/opencode.rs"
+READS = "reference-impl/src/reads.rs"
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -282,6 +283,18 @@ MUTATIONS = [
      [("        None | Some(Value::Null) => return Err(not_verified(\"no pending revert\".to_owned())),",
        "        None | Some(Value::Null) => return Ok(()),")],
      "@rule:runtime.restore-verify"),
+    # Read surfaces.
+    ("notice-counted-unread", READS,
+     [("                   AND {NOT_REWIND_NOTICE_SQL} \\\n", "")],
+     "@rule:realtime.notice-no-unread"),
+    ("derived-unread-counts-rewound", READS,
+     [("WHERE m.scope_id = $1 AND m.seq > cursor.seq AND {MESSAGE_NOT_REWOUND_SQL}",
+       "WHERE m.scope_id = $1 AND m.seq > cursor.seq")],
+     "@rule:recompute.clamp-derived-read-cursor"),
+    ("sync-returns-tombstones", READS,
+     [("WHERE m.scope_id = $1 AND m.seq > $2 AND {MESSAGE_NOT_REWOUND_SQL}",
+       "WHERE m.scope_id = $1 AND m.seq > $2")],
+     "@rule:realtime.sync-no-tombstone-page"),
 ]
 
 

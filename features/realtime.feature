@@ -53,3 +53,25 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     Then the rewind is refused with "rewind is blocked because another human sent a later message"
     And no "conversation:rewound" event was published
     And no "message.created" event was published
+
+  @rule:realtime.notice-no-unread
+  Scenario: the rewind notice enters nobody's ordinary unread
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    And a rewind notice was posted in scope "ch-notes"
+    And human "bob" has 0 unread messages in scope "ch-notes"
+    And human "alice" has 0 unread messages in scope "ch-notes"
+    When human "bob" sends "Noted, back to the vendor list CANARY-nt-after" in scope "ch-notes"
+    Then human "alice" has 1 unread message in scope "ch-notes"
+
+  @rule:realtime.sync-no-tombstone-page @rule:sem.rewound-invisible-everywhere
+  Scenario: message sync after a rewind returns the visible messages and no tombstone page
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    When human "bob" syncs scope "ch-notes" after seq 0
+    Then the sync page holds messages "n-1, n-2, n-3" and the rewind notice
+    And the sync page holds no tombstone
+    When human "bob" syncs scope "ch-notes" after seq 3
+    Then the sync page holds messages "" and the rewind notice

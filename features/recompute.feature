@@ -27,3 +27,9 @@ Feature: Recompute and clamp after the tombstone (spec section 6.2)
       | user_id | last_read_seq | last_read_global_seq | owner_context_dismissed_through_global_seq |
       | alice   | 3             | 3                    | 3                                          |
       | bob     | 3             | 3                    | 2                                          |
+
+  @rule:recompute.clamp-derived-read-cursor @rule:inv.cursors-within-visible-tail
+  Scenario: the read state derived from the cursors stays within the visible tail
+    Then the read cursor of human "alice" in scope "ch-notes" is 3, within the visible tail
+    And the read cursor of human "bob" in scope "ch-notes" is 3, within the visible tail
+    And human "bob" has 0 unread messages in scope "ch-notes"

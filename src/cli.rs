@@ -102,6 +102,9 @@ struct RunArgs {
     /// Write a JUnit XML report here.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Write the runtime restore fault matrix (runtime x fault kind) here, as Markdown.
+    #[arg(long, value_name = "FILE")]
+    fault_matrix: Option<PathBuf>,
     /// Stop at the first failing scenario.
     #[arg(long)]
     fail_fast: bool,
@@ -233,8 +236,25 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
     let outcome = run_on_server(&args, &server, catalog, fixtures).await;
     server.shutdown().await;
     let (report, stats) = outcome?;
+    if let Some(path) = &args.fault_matrix {
+        write_fault_matrix(path, &stats.faults)?;
+    }
     print_summary(&args, &choice, provision_time, &report, &stats);
     Ok(!report.failed)
+}
+
+fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    }
+    let text = format!(
+        "# Runtime restore fault matrix\n\n\
+         Each cell: whether every scenario that planted this fault in this runtime's restore \
+         passed (`-`: no scenario ran).\n\n{}",
+        matrix.markdown()
+    );
+    std::fs::write(path, text)
+        .with_context(|| format!("writing the fault matrix `{}`", path.display()))
 }
 
 struct RunStats {
@@ -384,6 +404,9 @@ fn print_summary(
         exercised.len(),
         failing.len()
     );
+    if let Some(path) = &args.fault_matrix {
+        println!("  fault matrix: {}", path.display());
+    }
     if let Some(junit) = &args.junit {
         println!("  JUnit report: {}", junit.display());
     }

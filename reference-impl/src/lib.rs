@@ -15,6 +15,7 @@ pub mod guards;
 pub mod lifecycle;
 pub mod messages;
 pub mod plan;
+pub mod reads;
 pub mod realtime;
 pub mod recompute;
 pub mod recovery;

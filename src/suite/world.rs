@@ -71,6 +71,8 @@ pub struct RewindWorld {
     pub attached: Option<Attached>,
     /// The scenario's mock runtimes (set with `attached`).
     pub mocks: Option<MockRuntimes>,
+    /// The last message-sync page read.
+    pub sync_page: Option<rewind_conformance::sut::SyncPage>,
     /// The fault matrix cell this scenario exercises, if it planted a restore fault.
     pub fault_cell: Option<FaultCell>,
     /// The fixture the scenario started from.

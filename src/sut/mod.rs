@@ -127,6 +127,54 @@ pub struct PruneRequest {
     pub agent_id: String,
 }
 
+/// A member's read position as the read API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadState {
+    /// The derived read cursor (a scope seq).
+    pub last_read_seq: i64,
+    /// The seq of the scope's last visible message.
+    pub visible_tail_seq: i64,
+    /// The member's ordinary unread count.
+    pub unread_count: i64,
+}
+
+/// A message-sync request: visible messages of a scope after a seq, as a member sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRequest {
+    /// The reader (a member human).
+    pub user_id: String,
+    /// The scope.
+    pub scope_id: String,
+    /// The cursor: messages with a greater seq.
+    pub after_seq: i64,
+    /// At most this many messages.
+    pub limit: i64,
+}
+
+/// One synced message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncedMessage {
+    /// The message id.
+    pub id: String,
+    /// Its seq.
+    pub seq: i64,
+    /// Its content as synced.
+    pub content: String,
+}
+
+/// A page of message sync.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncPage {
+    /// The messages, in seq order.
+    pub messages: Vec<SyncedMessage>,
+    /// Whether more follow.
+    pub has_more: bool,
+}
+
 /// What an implementation declares it supports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -190,6 +238,16 @@ pub trait ConversationApi: Send + Sync {
 
     /// Prunes recovery points as the server's GC would; returns the pruned point ids.
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError>;
+
+    /// The read state of human `user_id` in `scope_id` (`None`: not a member).
+    async fn read_state(
+        &self,
+        scope_id: &str,
+        user_id: &str,
+    ) -> Result<Option<ReadState>, SutError>;
+
+    /// A page of message sync.
+    async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError>;
 
     /// Takes the realtime events published since the last call, in publication order.
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError>;

@@ -13,8 +13,9 @@ use rewind_reference::{RewindCommand, RewindError, Rewinder};
 use sqlx::PgPool;
 
 use super::{
-    Actor, CapabilityProfile, ConversationApi, PruneRequest, RealtimeEvent, RewindRequest,
-    RewindResponse, RuntimeEndpoints, SendMessage, SentMessage, SutError, SystemUnderTest,
+    Actor, CapabilityProfile, ConversationApi, PruneRequest, ReadState, RealtimeEvent,
+    RewindRequest, RewindResponse, RuntimeEndpoints, SendMessage, SentMessage, SutError, SyncPage,
+    SyncRequest, SyncedMessage, SystemUnderTest,
 };
 use crate::postgres::ScenarioDatabase;
 
@@ -125,6 +126,44 @@ impl ConversationApi for ReferenceApi {
             }),
             Err(other) => Err(internal(other)),
         }
+    }
+
+    async fn read_state(
+        &self,
+        scope_id: &str,
+        user_id: &str,
+    ) -> Result<Option<ReadState>, SutError> {
+        let state = rewind_reference::reads::read_state(&self.pool, scope_id, user_id)
+            .await
+            .map_err(internal)?;
+        Ok(state.map(|s| ReadState {
+            last_read_seq: s.last_read_seq,
+            visible_tail_seq: s.visible_tail_seq,
+            unread_count: s.unread_count,
+        }))
+    }
+
+    async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError> {
+        let page = rewind_reference::reads::sync_messages(
+            &self.pool,
+            &request.scope_id,
+            request.after_seq,
+            request.limit,
+        )
+        .await
+        .map_err(internal)?;
+        Ok(SyncPage {
+            messages: page
+                .messages
+                .into_iter()
+                .map(|m| SyncedMessage {
+                    id: m.id,
+                    seq: m.seq,
+                    content: m.content,
+                })
+                .collect(),
+            has_more: page.has_more,
+        })
     }
 
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError> {

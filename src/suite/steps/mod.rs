@@ -8,6 +8,7 @@
 mod given;
 mod invariants;
 mod race;
+mod reads;
 mod realtime;
 mod runtime;
 mod scrub;
