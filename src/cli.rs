@@ -299,6 +299,7 @@ async fn run_on_server(
         fail_fast: args.fail_fast,
     };
     let report = run_suite(&options, Arc::clone(&context)).await;
+    context.programs.remove();
     let cleanup = if args.keep_databases {
         template.release_prefetched().await
     } else {

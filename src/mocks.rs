@@ -17,6 +17,12 @@ use serde::Deserialize;
 use crate::fixtures::Fixture;
 use crate::sut::RuntimeEndpoints;
 
+impl Drop for MockPrograms {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// A mock runtime process family. `builtin` agents are served by [`MockRuntime::OpenCode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MockRuntime {
@@ -99,10 +105,10 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> MockError {
     move |source| MockError::Io { action, source }
 }
 
-/// The mock programs of a run: links named like the real runtimes to a multi-call binary.
+/// The mock programs of a run: links named like the real runtimes to a multi-call binary, in a
+/// temporary directory removed by [`MockPrograms::remove`] or on drop.
 #[derive(Debug)]
 pub struct MockPrograms {
-    _dir: tempfile::TempDir,
     bin: PathBuf,
 }
 
@@ -121,8 +127,17 @@ impl MockPrograms {
                 exe.display()
             )))?;
         }
-        let bin = dir.path().to_path_buf();
-        Ok(MockPrograms { _dir: dir, bin })
+        Ok(MockPrograms { bin: dir.keep() })
+    }
+
+    /// Removes the links and their directory (the run context outlives `main`'s scope, so the
+    /// run removes them explicitly when it ends).
+    pub fn remove(&self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.bin) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("removing {}: {e}", self.bin.display());
+            }
+        }
     }
 
     /// The path of one mock program.
