@@ -35,6 +35,7 @@ CODEX = "reference-impl/src/runtimes/codex.rs"
 CLAUDE = "reference-impl/src/runtimes/claude.rs"
 OPENCODE = "reference-impl/src/runtimes/opencode.rs"
 READS = "reference-impl/src/reads.rs"
+GC = "reference-impl/src/gc.rs"
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -295,6 +296,13 @@ MUTATIONS = [
      [("WHERE m.scope_id = $1 AND m.seq > $2 AND {MESSAGE_NOT_REWOUND_SQL}",
        "WHERE m.scope_id = $1 AND m.seq > $2")],
      "@rule:realtime.sync-no-tombstone-page"),
+    ("builtin-not-capable", CAPABILITIES,
+     [("        runtime: runtime::BUILTIN,", "        runtime: \"builtin-disabled\",")],
+     "@rule:runtime.builtin-follows-opencode"),
+    ("gc-keeps-points", GC,
+     [("DELETE FROM message_recovery_points WHERE agent_id = $1",
+       "DELETE FROM message_recovery_points WHERE false AND agent_id = $1")],
+     "@rule:runtime.codex-gc-noop"),
 ]
 
 

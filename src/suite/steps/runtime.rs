@@ -201,6 +201,15 @@ async fn opencode_snapshots(world: &mut RewindWorld) -> anyhow::Result<()> {
         .as_mut()
         .ok_or_else(|| anyhow!("no mock runtimes yet"))?;
     mocks.use_opencode_with_snapshots().await?;
+    // The restarted server listens elsewhere: point the implementation at it.
+    let endpoints = mocks.endpoints();
+    let ctx = context()?;
+    let attached = world
+        .attached
+        .as_mut()
+        .ok_or_else(|| anyhow!("no conversation yet"))?;
+    attached.api.detach().await;
+    attached.api = std::sync::Arc::from(ctx.sut.attach(&attached.db, &endpoints).await?);
     Ok(())
 }
 
