@@ -174,7 +174,7 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
       | builtin | bix   | the recovery points use another strategy | rewind is blocked because a required recovery point is missing                                    |
       | builtin | bix   | activity in another conversation         | rewind is blocked because a related agent touched another conversation after first participation |
 
-  @rule:err.agent-unsupported @rule:runtime.strategy-not-deliverable-runtime
+  @rule:err.agent-unsupported @rule:runtime.strategy-not-deliverable-runtime @rule:init.agent-capability
   Scenario Outline: an agent whose runtime id is a strategy name or unknown blocks the rewind (<runtime_id>)
     Given the conversation "runtime-agents"
     And the runtime of agent "cody" is recorded as "<runtime_id>"
