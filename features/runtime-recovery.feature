@@ -24,6 +24,16 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "cody" was restored to its recovery point for message "codex-1"
     And the codex thread of agent "cody" has no turns
 
+  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores
+  Scenario: a Codex release without thread/rollback fails the restore, and nothing is applied
+    Given the conversation "runtime-agents"
+    And the codex runtime is release "0.156.0"
+    When human "alice" rewinds to before message "codex-3"
+    Then the rewind is refused with code "runtime_restore_failed"
+    And messages "codex-3, codex-4" are untouched
+    And the rewind operation has status "failed"
+    And the codex session of agent "cody" is as seeded
+
   @rule:runtime.claude-resume-session-at @rule:runtime.claude-recovery-ref @rule:runtime.claude-no-rewind-files @rule:runtime.formal-strategies @rule:sem.no-workspace-restore @rule:runtime.restore-verify
   Scenario: a claude agent resumes its session at the boundary before the target, without rewinding files
     Given the conversation "runtime-agents"

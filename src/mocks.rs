@@ -226,6 +226,8 @@ pub struct MockRuntimes {
     /// The ids each agent's session was seeded with: codex turn ids, claude transcript uuids,
     /// opencode message ids.
     seeded: BTreeMap<String, Vec<String>>,
+    /// The Codex release the app-server imitates (`None`: the mock's default).
+    codex_version: Option<String>,
 }
 
 /// What a mock's state says about one agent's session now.
@@ -258,6 +260,7 @@ impl MockRuntimes {
             opencode: None,
             sessions: BTreeMap::new(),
             seeded: BTreeMap::new(),
+            codex_version: None,
         };
         for dir in [
             mocks.home(MockRuntime::Codex),
@@ -431,6 +434,12 @@ impl MockRuntimes {
         self.start_opencode().await
     }
 
+    /// Makes the Codex app-server imitate another release (e.g. `0.156.0`, which no longer has
+    /// `thread/rollback`). Takes effect for implementations attached afterwards.
+    pub fn use_codex_version(&mut self, version: &str) {
+        self.codex_version = Some(version.to_owned());
+    }
+
     /// The home directory of one mock (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, the OpenCode data
     /// directory inside `XDG_DATA_HOME`).
     pub fn home(&self, runtime: MockRuntime) -> PathBuf {
@@ -513,10 +522,16 @@ impl MockRuntimes {
         RuntimeEndpoints {
             codex_program: self.codex_program.clone(),
             codex_args: vec!["app-server".to_owned()],
-            codex_env: vec![(
+            codex_env: std::iter::once((
                 "CODEX_HOME".to_owned(),
                 self.home(MockRuntime::Codex).display().to_string(),
-            )],
+            ))
+            .chain(
+                self.codex_version
+                    .iter()
+                    .map(|v| (codex::VERSION_ENV.to_owned(), v.clone())),
+            )
+            .collect(),
             claude_program: self.claude_program.clone(),
             claude_env: vec![(
                 "CLAUDE_CONFIG_DIR".to_owned(),

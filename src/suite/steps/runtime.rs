@@ -202,7 +202,23 @@ async fn opencode_snapshots(world: &mut RewindWorld) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("no mock runtimes yet"))?;
     mocks.use_opencode_with_snapshots().await?;
     // The restarted server listens elsewhere: point the implementation at it.
-    let endpoints = mocks.endpoints();
+    reattach(world).await
+}
+
+/// Makes the Codex mock imitate another release.
+#[given(expr = "the codex runtime is release {string}")]
+async fn codex_release(world: &mut RewindWorld, version: String) -> anyhow::Result<()> {
+    world
+        .mocks
+        .as_mut()
+        .ok_or_else(|| anyhow!("no mock runtimes yet"))?
+        .use_codex_version(&version);
+    reattach(world).await
+}
+
+/// Attaches the implementation again, to the mock runtimes' current endpoints.
+async fn reattach(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let endpoints = world.mocks()?.endpoints();
     let ctx = context()?;
     let attached = world
         .attached
