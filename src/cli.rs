@@ -225,8 +225,9 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
     // Ctrl-C: stop what was started (embedded clusters here; containers via the watchdog).
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: stopping PostgreSQL");
+            eprintln!("interrupted: stopping PostgreSQL and the mock runtimes");
             stop_all_embedded();
+            rewind_conformance::mocks::stop_all_mocks();
             std::process::exit(130);
         }
     });

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
@@ -100,6 +101,43 @@ pub enum MockError {
     Faults(String),
 }
 
+/// What the mocks of this process hold outside it: directories and OpenCode server processes,
+/// so that an interrupted run can release them ([`stop_all_mocks`]).
+#[derive(Debug, Default)]
+struct Live {
+    dirs: Vec<PathBuf>,
+    pids: Vec<u32>,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    dirs: Vec::new(),
+    pids: Vec::new(),
+});
+
+fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
+    match LIVE.lock() {
+        Ok(mut l) => f(&mut l),
+        Err(poisoned) => f(&mut poisoned.into_inner()),
+    }
+}
+
+/// Kills every OpenCode server and removes every mock directory this process still holds. For
+/// an interrupted run (Ctrl-C), which exits without running destructors.
+pub fn stop_all_mocks() {
+    let (dirs, pids) = live(|l| (std::mem::take(&mut l.dirs), std::mem::take(&mut l.pids)));
+    for pid in pids {
+        if let Ok(pid) = libc::pid_t::try_from(pid) {
+            // SAFETY: `kill` has no memory effects; a pid that already exited is harmless.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> MockError {
     let action = action.into();
     move |source| MockError::Io { action, source }
@@ -127,12 +165,15 @@ impl MockPrograms {
                 exe.display()
             )))?;
         }
-        Ok(MockPrograms { bin: dir.keep() })
+        let bin = dir.keep();
+        live(|l| l.dirs.push(bin.clone()));
+        Ok(MockPrograms { bin })
     }
 
     /// Removes the links and their directory (the run context outlives `main`'s scope, so the
     /// run removes them explicitly when it ends).
     pub fn remove(&self) {
+        live(|l| l.dirs.retain(|d| *d != self.bin));
         if let Err(e) = std::fs::remove_dir_all(&self.bin) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!("removing {}: {e}", self.bin.display());
@@ -213,7 +254,8 @@ struct OpenCodeMessage {
     message: String,
 }
 
-/// The mock runtimes of one scenario.
+/// The mock runtimes of one scenario. Dropping it kills its OpenCode server and removes its
+/// directories.
 #[derive(Debug)]
 pub struct MockRuntimes {
     root: tempfile::TempDir,
@@ -252,6 +294,7 @@ impl MockRuntimes {
             .prefix("rewind-mocks-")
             .tempdir()
             .map_err(io("creating the mock runtime directory"))?;
+        live(|l| l.dirs.push(root.path().to_path_buf()));
         let mut mocks = MockRuntimes {
             root,
             codex_program: programs.program(MockRuntime::Codex),
@@ -401,6 +444,8 @@ impl MockRuntimes {
 
     async fn start_opencode(&mut self) -> Result<(), MockError> {
         if let Some(old) = self.opencode.take() {
+            let pid = old.pid();
+            live(|l| l.pids.retain(|p| Some(*p) != pid));
             if let Err(e) = old.stop().await {
                 tracing::warn!("stopping the mock opencode server: {e}");
             }
@@ -413,6 +458,8 @@ impl MockRuntimes {
         )
         .await
         .map_err(io("starting the mock opencode server"))?;
+        let pid = server.pid();
+        live(|l| l.pids.extend(pid));
         self.opencode = Some(server);
         Ok(())
     }
@@ -579,9 +626,24 @@ impl MockRuntimes {
     /// Stops the OpenCode server (the directories go when `self` is dropped).
     pub async fn stop(&mut self) {
         if let Some(server) = self.opencode.take() {
+            let pid = server.pid();
+            live(|l| l.pids.retain(|p| Some(*p) != pid));
             if let Err(e) = server.stop().await {
                 tracing::warn!("stopping the mock opencode server: {e}");
             }
         }
+    }
+}
+
+impl Drop for MockRuntimes {
+    fn drop(&mut self) {
+        let root = self.root.path().to_path_buf();
+        let pid = self.opencode.as_ref().and_then(|s| s.pid());
+        live(|l| {
+            l.dirs.retain(|d| *d != root);
+            if let Some(pid) = pid {
+                l.pids.retain(|p| *p != pid);
+            }
+        });
     }
 }
