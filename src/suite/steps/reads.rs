@@ -3,10 +3,24 @@
 
 use anyhow::{anyhow, ensure, Context as _};
 use cucumber::{then, when};
-use rewind_conformance::sut::SyncRequest;
+use rewind_conformance::sut::{ReadState, SyncRequest};
 
 use super::id_list;
 use crate::suite::world::RewindWorld;
+
+/// The implementation's read state of a member.
+async fn member_read_state(
+    world: &RewindWorld,
+    user: &str,
+    scope: &str,
+) -> anyhow::Result<ReadState> {
+    world
+        .attached()?
+        .api
+        .read_state(scope, user)
+        .await?
+        .ok_or_else(|| anyhow!("human `{user}` is not a member of scope `{scope}`"))
+}
 
 /// `Then human "bob" has 0 unread messages in scope "ch-notes"`.
 #[then(regex = r#"^human "([^"]+)" has (\d+) unread messages? in scope "([^"]+)"$"#)]
@@ -16,12 +30,7 @@ async fn unread(
     count: i64,
     scope: String,
 ) -> anyhow::Result<()> {
-    let state = world
-        .attached()?
-        .api
-        .read_state(&scope, &user)
-        .await?
-        .ok_or_else(|| anyhow!("human `{user}` is not a member of scope `{scope}`"))?;
+    let state = member_read_state(world, &user, &scope).await?;
     ensure!(
         state.unread_count == count,
         "human `{user}` has {} unread in `{scope}`, expected {count} (read state {state:?})",
@@ -41,12 +50,7 @@ async fn read_cursor(
     scope: String,
     cursor: i64,
 ) -> anyhow::Result<()> {
-    let state = world
-        .attached()?
-        .api
-        .read_state(&scope, &user)
-        .await?
-        .ok_or_else(|| anyhow!("human `{user}` is not a member of scope `{scope}`"))?;
+    let state = member_read_state(world, &user, &scope).await?;
     let tail: i64 = sqlx::query_scalar(
         "SELECT coalesce(max(seq), 0) FROM scope_messages \
          WHERE scope_id = $1 AND coalesce(metadata #>> '{messageRecall,status}', '') <> 'rewound'",
