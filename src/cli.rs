@@ -5,7 +5,10 @@
 //! - 1: conformance failures (a scenario failed or a step matched nothing; coverage gaps under
 //!   `--strict`);
 //! - 2: bad usage (unknown flag, bad value);
-//! - 3: the harness itself could not run (no PostgreSQL, unreadable catalog or fixtures).
+//! - 3: the harness itself could not run (no PostgreSQL, unreadable catalog or fixtures, an
+//!   implementation URL nothing answers on);
+//! - 4: protocol violations: the implementation's server answered outside driver protocol v1
+//!   (another version, a body that is not JSON or off the schema), whatever else failed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,8 +22,9 @@ use rewind_conformance::fixtures::load_fixture_dir;
 use rewind_conformance::postgres::{
     stop_all_embedded, PostgresChoice, PostgresServer, TemplateDatabase,
 };
+use rewind_conformance::sut::http::HttpSut;
 use rewind_conformance::sut::reference::ReferenceSut;
-use rewind_conformance::sut::SystemUnderTest;
+use rewind_conformance::sut::{Limits, SutError, SystemUnderTest};
 
 use crate::suite::fault_matrix::FaultMatrix;
 use crate::suite::world::RunContext;
@@ -28,6 +32,15 @@ use crate::suite::{run_suite, SuiteOptions, SuiteReport};
 
 const EXIT_FAILURES: u8 = 1;
 const EXIT_HARNESS: u8 = 3;
+const EXIT_PROTOCOL: u8 = 4;
+
+/// How a command ended, when it ran to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Passed,
+    Failed,
+    ProtocolViolation,
+}
 
 /// Conformance harness for the conversation Rewind operation.
 #[derive(Debug, Parser)]
@@ -40,9 +53,19 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the Gherkin suite against an implementation.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check that every scenario tag names a catalog rule and report uncovered rules.
     Coverage(CoverageArgs),
+    /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// The first results file (e.g. the in-process run).
+    expected: PathBuf,
+    /// The second results file (e.g. the same suite over HTTP).
+    actual: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,10 +78,25 @@ enum PostgresWay {
     Url,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum SutKind {
-    /// The reference implementation, in process.
+/// Which implementation a run drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SutTarget {
+    /// The reference implementation, linked in process.
     Reference,
+    /// A server speaking driver protocol v1 at this base URL.
+    Http(String),
+}
+
+fn parse_sut(text: &str) -> Result<SutTarget, String> {
+    if text == "reference" {
+        return Ok(SutTarget::Reference);
+    }
+    if text.starts_with("http://") || text.starts_with("https://") {
+        return Ok(SutTarget::Http(text.to_owned()));
+    }
+    Err(format!(
+        "`{text}` is neither `reference` nor a server URL (e.g. `http://127.0.0.1:8080`)"
+    ))
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,9 +125,20 @@ struct RunArgs {
     /// How to get PostgreSQL; `--database-url` implies `url`.
     #[arg(long, value_enum)]
     postgres: Option<PostgresWay>,
-    /// The implementation under test.
-    #[arg(long, value_enum, default_value = "reference")]
-    sut: SutKind,
+    /// The implementation under test: `reference` (linked in process) or the base URL of a
+    /// server speaking driver protocol v1 (`http://127.0.0.1:8080`).
+    #[arg(long, env = "REWIND_SUT_URL", default_value = "reference", value_parser = parse_sut)]
+    sut: SutTarget,
+    /// How long the harness waits for one call to the implementation's server, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    request_timeout: u64,
+    /// How long the implementation may spend on one agent's native restore, in milliseconds
+    /// (handed to it at attach; the hang faults last longer than this).
+    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    restore_timeout_ms: u64,
+    /// Write every scenario's outcome here as JSON (see `compare`).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Only scenarios matching this tag expression (e.g. `@rule:init.human-only`).
     #[arg(short = 't', long)]
     tags: Option<String>,
@@ -133,15 +182,23 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Coverage(args) => coverage(&args),
+        Command::Coverage(args) => coverage(&args).map(passed_if),
+        Command::Compare(args) => {
+            crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
+        }
         Command::Run(args) => match tokio::runtime::Runtime::new() {
-            Ok(runtime) => runtime.block_on(run(args)),
+            Ok(runtime) => runtime.block_on(run(*args)),
             Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
         },
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(EXIT_FAILURES),
+        Ok(Outcome::Passed) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILURES),
+        Ok(Outcome::ProtocolViolation) => ExitCode::from(EXIT_PROTOCOL),
+        Err(e) if e.downcast_ref::<HandshakeRefused>().is_some() => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_PROTOCOL)
+        }
         Err(e) => {
             let mut shown = e.to_string();
             eprintln!("error: {shown}");
@@ -155,6 +212,56 @@ pub fn main() -> ExitCode {
             }
             ExitCode::from(EXIT_HARNESS)
         }
+    }
+}
+
+fn passed_if(ok: bool) -> Outcome {
+    if ok {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    }
+}
+
+/// The implementation's server does not speak driver protocol v1 (reported in one line).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct HandshakeRefused(String);
+
+/// Makes the implementation of `target` and checks, before anything else starts, that it can
+/// be driven.
+async fn connect_sut(
+    target: &SutTarget,
+    request_timeout: Duration,
+) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
+    let sut: Arc<dyn SystemUnderTest> = match target {
+        SutTarget::Reference => Arc::new(ReferenceSut::default()),
+        SutTarget::Http(url) => Arc::new(HttpSut::new(url, request_timeout)?),
+    };
+    match sut.handshake().await {
+        Ok(implementation) => {
+            tracing::info!(
+                "driving `{}` {}",
+                implementation.name,
+                implementation.version.unwrap_or_default()
+            );
+            Ok(sut)
+        }
+        Err(SutError::Protocol { detail, call, .. }) => Err(HandshakeRefused(format!(
+            "the implementation at `{}` is refused: {detail} (`{call}`)",
+            match target {
+                SutTarget::Http(url) => url.as_str(),
+                SutTarget::Reference => "reference",
+            }
+        ))
+        .into()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "cannot reach the implementation at `{}` (is its server running?)",
+            match target {
+                SutTarget::Http(url) => url.as_str(),
+                SutTarget::Reference => "reference",
+            }
+        ))),
     }
 }
 
@@ -205,7 +312,7 @@ fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> {
     }
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<bool> {
+async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let catalog = Catalog::load(&args.paths.catalog)?;
     // Unparsable features are bad input: say where, before any PostgreSQL is started.
     let scan = scan_features(&args.paths.features).with_context(|| {
@@ -222,6 +329,9 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
     }
     let fixtures = load_fixture_dir(&args.fixtures)?;
     let choice = postgres_choice(&args)?;
+    // The handshake comes first: a server that is not there, or speaks another protocol, is
+    // told in one line before PostgreSQL starts.
+    let sut = connect_sut(&args.sut, Duration::from_secs(args.request_timeout)).await?;
     // Ctrl-C: stop what was started (embedded clusters here; containers via the watchdog).
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -234,14 +344,23 @@ async fn run(args: RunArgs) -> anyhow::Result<bool> {
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
-    let outcome = run_on_server(&args, &server, catalog, fixtures).await;
+    let outcome = run_on_server(&args, &server, sut, catalog, fixtures).await;
     server.shutdown().await;
     let (report, stats) = outcome?;
     if let Some(path) = &args.fault_matrix {
         write_fault_matrix(path, &stats.faults)?;
     }
+    if let Some(path) = &args.json {
+        crate::results::write(path, &stats.sut, &report)?;
+    }
     print_summary(&args, &choice, provision_time, &report, &stats);
-    Ok(!report.failed)
+    Ok(if report.counts().violations > 0 {
+        Outcome::ProtocolViolation
+    } else if report.failed {
+        Outcome::Failed
+    } else {
+        Outcome::Passed
+    })
 }
 
 fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::Result<()> {
@@ -267,6 +386,7 @@ struct RunStats {
 async fn run_on_server(
     args: &RunArgs,
     server: &PostgresServer,
+    sut: Arc<dyn SystemUnderTest>,
     catalog: Catalog,
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
@@ -276,9 +396,6 @@ async fn run_on_server(
         .instrument(rewind_conformance::inspect::STATEMENT_LOG_SQL)
         .await?;
     template.start_prefetch(args.concurrency.max(1)).await;
-    let sut: Arc<dyn SystemUnderTest> = match args.sut {
-        SutKind::Reference => Arc::new(ReferenceSut),
-    };
     let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
     let programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
     let context = Arc::new(RunContext {
@@ -290,6 +407,11 @@ async fn run_on_server(
         keep_databases: args.keep_databases,
         isolation_times: Mutex::new(Vec::new()),
         fault_results: Mutex::new(Vec::new()),
+        limits: Limits {
+            restore_timeout_ms: args.restore_timeout_ms,
+            request_timeout_ms: args.request_timeout * 1000,
+        },
+        violations: Mutex::new(Default::default()),
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
@@ -299,7 +421,14 @@ async fn run_on_server(
         junit: args.junit.clone(),
         fail_fast: args.fail_fast,
     };
-    let report = run_suite(&options, Arc::clone(&context)).await;
+    let report = run_suite(&options, Arc::clone(&context))
+        .await
+        .map(|mut report| {
+            if let Ok(violations) = context.violations.lock() {
+                report.mark_violations(&violations);
+            }
+            report
+        });
     context.programs.remove();
     let cleanup = if args.keep_databases {
         template.release_prefetched().await
@@ -361,10 +490,15 @@ fn print_summary(
             .filter(|s| s.verdict != crate::suite::Verdict::Passed)
         {
             println!(
-                "      {}:{} {} -- {}",
+                "      {}:{} {}{} -- {}",
                 path,
                 scenario.line,
                 scenario.name,
+                if scenario.verdict == crate::suite::Verdict::ProtocolViolation {
+                    " [PROTOCOL VIOLATION]"
+                } else {
+                    ""
+                },
                 scenario.failure.as_deref().unwrap_or("failed")
             );
         }
@@ -412,6 +546,19 @@ fn print_summary(
     if let Some(junit) = &args.junit {
         println!("  JUnit report: {}", junit.display());
     }
-    let (passed, failed, skipped) = report.counts();
-    println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
+    let counts = report.counts();
+    if counts.violations > 0 {
+        println!(
+            "  protocol violations: {} scenarios got answers outside driver protocol v{} \
+             (see `protocol/driver-v1.openapi.json`)",
+            counts.violations,
+            rewind_driver_protocol::VERSION
+        );
+    }
+    println!(
+        "conformance: {} passed, {} failed, {} skipped",
+        counts.passed,
+        counts.failed + counts.violations,
+        counts.skipped
+    );
 }

@@ -1,6 +1,7 @@
 //! The `rewind-conformance` command: see `rewind-conformance --help`.
 
 mod cli;
+mod results;
 mod suite;
 
 fn main() -> std::process::ExitCode {

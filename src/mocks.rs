@@ -580,10 +580,11 @@ impl MockRuntimes {
             )
             .collect(),
             claude_program: self.claude_program.clone(),
-            claude_env: vec![(
+            claude_env: std::iter::once((
                 "CLAUDE_CONFIG_DIR".to_owned(),
                 self.home(MockRuntime::Claude).display().to_string(),
-            )],
+            ))
+            .collect(),
             claude_cwd: self.claude_cwd(),
             opencode_url: self
                 .opencode

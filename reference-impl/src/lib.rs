@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod capabilities;
+pub mod driver;
 pub mod error;
 pub mod gc;
 pub mod guards;
@@ -21,6 +22,7 @@ pub mod recompute;
 pub mod recovery;
 pub mod runtimes;
 pub mod scrub;
+pub mod server;
 mod service;
 pub mod sql;
 

@@ -40,10 +40,14 @@ struct PointFacts {
 }
 
 /// Validates every related agent; returns what each must be restored to.
+///
+/// `supported`, when given, narrows the runtimes this deployment may restore to those listed
+/// (an agent on any other runtime is refused as unsupported).
 pub async fn validate_related_agents(
     conn: &mut PgConnection,
     boundary: &SuffixBoundary,
     agent_ids: &[String],
+    supported: Option<&std::collections::BTreeSet<String>>,
 ) -> Result<Vec<RestoreTarget>, RewindError> {
     let suffix = boundary.all_message_ids();
     let scopes: Vec<String> = boundary
@@ -68,6 +72,7 @@ pub async fn validate_related_agents(
             return Err(RewindError::refused(SpecError::AgentUnavailable));
         }
         let capability = capabilities::for_runtime(&agent.runtime)
+            .filter(|_| supported.is_none_or(|s| s.contains(&agent.runtime)))
             .ok_or_else(|| RewindError::refused(SpecError::AgentRuntimeUnsupported))?;
         // The agent's first touch in the suffix is its earliest recovery point there.
         let point: Option<PointFacts> = sqlx::query_as(

@@ -52,6 +52,7 @@ pub struct Rewinder {
     pool: PgPool,
     sink: Arc<dyn RealtimeSink>,
     runtimes: Option<Arc<RuntimeSettings>>,
+    supported: Option<Arc<std::collections::BTreeSet<String>>>,
 }
 
 impl Rewinder {
@@ -61,7 +62,18 @@ impl Rewinder {
             pool,
             sink,
             runtimes: None,
+            supported: None,
         }
+    }
+
+    /// Narrows the runtimes this deployment restores to `runtime_ids` (a deployment that does
+    /// not ship every runtime client): agents on any other runtime are refused as unsupported.
+    pub fn with_supported_runtimes(
+        mut self,
+        runtime_ids: impl IntoIterator<Item = String>,
+    ) -> Self {
+        self.supported = Some(Arc::new(runtime_ids.into_iter().collect()));
+        self
     }
 
     /// Reaches the agents' runtimes through `settings` for the restore step. Without it, a
@@ -101,8 +113,13 @@ impl Rewinder {
             Vec::new()
         } else {
             let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
-            recovery::validate_related_agents(&mut conn, &plan.boundary, &plan.related_agent_ids)
-                .await?
+            recovery::validate_related_agents(
+                &mut conn,
+                &plan.boundary,
+                &plan.related_agent_ids,
+                self.supported.as_deref(),
+            )
+            .await?
         };
         if !targets.is_empty() && self.runtimes.is_none() {
             return Err(RewindError::RuntimeRecoveryUnavailable {

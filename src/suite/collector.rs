@@ -15,6 +15,35 @@ pub enum Verdict {
     Failed,
     /// A step matched no definition (or was skipped), which the run counts as failure.
     Skipped,
+    /// The implementation answered outside the driver protocol (not JSON, off the schema,
+    /// another version): nothing about conformance could be judged.
+    ProtocolViolation,
+}
+
+impl Verdict {
+    /// The verdict's name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::Skipped => "skipped",
+            Verdict::ProtocolViolation => "protocol_violation",
+        }
+    }
+}
+
+/// A feature's path as reports name it: relative to the working directory when it is inside it.
+pub fn feature_path(feature: &cucumber::gherkin::Feature) -> String {
+    feature
+        .path
+        .as_ref()
+        .map(|p| {
+            let relative = std::env::current_dir()
+                .ok()
+                .and_then(|cwd| p.strip_prefix(cwd).ok().map(|r| r.to_path_buf()));
+            relative.unwrap_or_else(|| p.clone()).display().to_string()
+        })
+        .unwrap_or_else(|| feature.name.clone())
 }
 
 /// One scenario's record.
@@ -74,16 +103,7 @@ impl Collector {
         let Ok(mut record) = self.record.lock() else {
             return;
         };
-        let path = feature
-            .path
-            .as_ref()
-            .map(|p| {
-                let relative = std::env::current_dir()
-                    .ok()
-                    .and_then(|cwd| p.strip_prefix(cwd).ok().map(|r| r.to_path_buf()));
-                relative.unwrap_or_else(|| p.clone()).display().to_string()
-            })
-            .unwrap_or_else(|| feature.name.clone());
+        let path = feature_path(feature);
         let key = (path.clone(), scenario.position.line);
         match ev {
             Scenario::Started => {

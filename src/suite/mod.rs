@@ -5,6 +5,7 @@
 mod collector;
 pub mod fault_matrix;
 mod steps;
+mod violations;
 pub mod world;
 
 use std::io::Write as _;
@@ -45,18 +46,47 @@ pub struct SuiteReport {
     pub failed: bool,
 }
 
+/// Scenario counts by verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Every step passed.
+    pub passed: usize,
+    /// A step or hook failed.
+    pub failed: usize,
+    /// A step matched no definition.
+    pub skipped: usize,
+    /// The implementation answered outside the driver protocol.
+    pub violations: usize,
+}
+
 impl SuiteReport {
-    /// (passed, failed, skipped) scenario counts.
-    pub fn counts(&self) -> (usize, usize, usize) {
-        let mut counts = (0, 0, 0);
+    /// Scenario counts by verdict.
+    pub fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
         for scenario in self.record.features.values().flat_map(|f| &f.scenarios) {
             match scenario.verdict {
-                Verdict::Passed => counts.0 += 1,
-                Verdict::Failed => counts.1 += 1,
-                Verdict::Skipped => counts.2 += 1,
+                Verdict::Passed => counts.passed += 1,
+                Verdict::Failed => counts.failed += 1,
+                Verdict::Skipped => counts.skipped += 1,
+                Verdict::ProtocolViolation => counts.violations += 1,
             }
         }
         counts
+    }
+
+    /// Marks the scenarios (by feature path and line) that met protocol violations.
+    pub fn mark_violations(
+        &mut self,
+        violations: &std::collections::BTreeMap<(String, usize), Vec<String>>,
+    ) {
+        for (path, feature) in &mut self.record.features {
+            for scenario in &mut feature.scenarios {
+                if let Some(seen) = violations.get(&(path.clone(), scenario.line)) {
+                    scenario.verdict = Verdict::ProtocolViolation;
+                    scenario.failure = seen.first().cloned();
+                }
+            }
+        }
     }
 }
 
@@ -96,10 +126,17 @@ pub async fn run_suite(
     }
     let mut cucumber = RewindWorld::cucumber()
         .max_concurrent_scenarios(options.concurrency.max(1))
-        .after(|_, _, _, finished, world| {
+        .after(|feature, _, scenario, finished, world| {
             let passed = matches!(finished, cucumber::event::ScenarioFinished::StepPassed);
+            let key = (collector::feature_path(feature), scenario.position.line);
             Box::pin(async move {
                 if let Some(world) = world {
+                    let seen = world.violations.list();
+                    if let (false, Ok(ctx)) = (seen.is_empty(), world::context()) {
+                        if let Ok(mut all) = ctx.violations.lock() {
+                            all.insert(key, seen);
+                        }
+                    }
                     if let (Some(cell), Ok(ctx)) = (world.fault_cell.take(), world::context()) {
                         if let Ok(mut results) = ctx.fault_results.lock() {
                             results.push((cell, passed));

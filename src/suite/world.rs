@@ -11,12 +11,13 @@ use rewind_conformance::inspect::DbSnapshot;
 use rewind_conformance::mocks::{MockPrograms, MockRuntimes};
 use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
 use rewind_conformance::sut::{
-    ConversationApi, RealtimeEvent, RewindRequest, RewindResponse, SentMessage, SutError,
-    SystemUnderTest,
+    AttachRequest, ConversationApi, DatabaseTarget, Limits, RealtimeEvent, RewindRequest,
+    RewindResponse, RuntimeEndpoints, SentMessage, SutError, SystemUnderTest,
 };
 use sqlx::PgPool;
 
 pub use crate::suite::fault_matrix::FaultCell;
+pub use crate::suite::violations::Violations;
 
 /// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
 pub struct RunContext {
@@ -37,6 +38,28 @@ pub struct RunContext {
     pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
     /// Per fault scenario: the runtime and fault it planted, and whether it passed.
     pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
+    /// The time budgets handed to the implementation at every attach.
+    pub limits: Limits,
+    /// Per scenario (feature path, line): the protocol violations it met.
+    pub violations: Mutex<BTreeMap<(String, usize), Vec<String>>>,
+}
+
+impl RunContext {
+    /// What the implementation is told when it is attached to `db` and these runtimes.
+    pub fn attach_request(
+        &self,
+        db: &ScenarioDatabase,
+        runtimes: RuntimeEndpoints,
+    ) -> AttachRequest {
+        AttachRequest {
+            database: DatabaseTarget {
+                url: db.url.clone(),
+                name: db.name.clone(),
+            },
+            runtimes,
+            limits: self.limits,
+        }
+    }
 }
 
 static CONTEXT: OnceLock<Arc<RunContext>> = OnceLock::new();
@@ -62,6 +85,8 @@ pub struct Attached {
     pub pool: PgPool,
     /// The implementation, attached to `db`.
     pub api: Arc<dyn ConversationApi>,
+    /// The protocol violations its calls met.
+    pub violations: Violations,
 }
 
 /// The state of one scenario.
@@ -73,6 +98,10 @@ pub struct RewindWorld {
     pub mocks: Option<MockRuntimes>,
     /// The last message-sync page read.
     pub sync_page: Option<rewind_conformance::sut::SyncPage>,
+    /// The protocol violations the scenario's calls met (attach included).
+    pub violations: Violations,
+    /// A database whose implementation could not be attached, to drop at teardown.
+    pub pending_db: Option<(ScenarioDatabase, PgPool)>,
     /// The fault matrix cell this scenario exercises, if it planted a restore fault.
     pub fault_cell: Option<FaultCell>,
     /// The fixture the scenario started from.
@@ -172,14 +201,20 @@ impl RewindWorld {
         if let Some(mut mocks) = self.mocks.take() {
             mocks.stop().await;
         }
-        let Some(attached) = self.attached.take() else {
-            return;
+        let (db, pool) = match (self.attached.take(), self.pending_db.take()) {
+            (Some(attached), _) => {
+                if let Err(e) = attached.api.detach().await {
+                    tracing::warn!("detaching from `{}`: {e}", attached.db.name);
+                }
+                (attached.db, attached.pool)
+            }
+            (None, Some(pending)) => pending,
+            (None, None) => return,
         };
-        attached.api.detach().await;
-        attached.pool.close().await;
+        pool.close().await;
         if let Ok(ctx) = context() {
             if !ctx.keep_databases {
-                if let Err(e) = ctx.template.drop_database(&attached.db.name).await {
+                if let Err(e) = ctx.template.drop_database(&db.name).await {
                     tracing::warn!("{e}");
                 }
             }

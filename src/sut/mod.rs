@@ -2,191 +2,23 @@
 //!
 //! The spec's tables are normative, so the database is shared: the harness seeds fixture state
 //! into a scenario's database and inspects it afterwards, and the implementation under test works
-//! on that same database. Everything else goes through these two traits. Steps never name a
-//! concrete implementation; adapters live in submodules ([`reference`] in process).
+//! on that same database. Everything else goes through these two traits, whose requests and
+//! answers are the driver protocol's wire types ([`rewind_driver_protocol`]). Steps never name a
+//! concrete implementation; adapters live in submodules: [`reference`] in process, [`http`] for
+//! any server that speaks the protocol.
 
+pub mod http;
 pub mod reference;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-
-use crate::postgres::ScenarioDatabase;
-
-/// Who asks for a rewind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
-pub enum Actor {
-    /// A human (`users.id`).
-    Human(String),
-    /// An agent (`agents.id`).
-    Agent(String),
-    /// The system itself.
-    System,
-}
-
-/// A rewind request: `actor` returns `scope_id` to before `target_message_id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RewindRequest {
-    /// The initiator.
-    pub actor: Actor,
-    /// The scope of the target.
-    pub scope_id: String,
-    /// The first message to rewind.
-    pub target_message_id: String,
-}
-
-/// What the implementation answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum RewindResponse {
-    /// The rewind completed.
-    Completed {
-        /// The durable operation id.
-        #[serde(rename = "operationId")]
-        operation_id: String,
-        /// The operation status reported (should be `completed`).
-        status: String,
-        /// The tombstoned ids, if the implementation reports them.
-        #[serde(rename = "rewoundMessageIds", default)]
-        rewound_message_ids: Vec<String>,
-    },
-    /// The rewind was refused.
-    Refused {
-        /// The stable machine code.
-        code: String,
-        /// The human-readable message (section 9 wording where the spec has one).
-        message: String,
-        /// The operation that recorded the failure, if one was created.
-        #[serde(rename = "operationId", default)]
-        operation_id: Option<String>,
-    },
-}
-
-/// A message to append in live mode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SendMessage {
-    /// The author (a human or an agent).
-    pub actor: Actor,
-    /// The scope to append to.
-    pub scope_id: String,
-    /// The content.
-    pub content: String,
-}
-
-/// Where a sent message landed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SentMessage {
-    /// The new `scope_messages.id`.
-    pub message_id: String,
-    /// Its scope-local seq.
-    pub seq: i64,
-}
-
-/// A realtime event the implementation published.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RealtimeEvent {
-    /// The event name (`conversation:rewound`, `message.created`).
-    pub name: String,
-    /// The scope it was published to.
-    pub scope_id: String,
-    /// Its payload.
-    pub payload: serde_json::Value,
-}
-
-/// How an implementation reaches the (mock) agent runtimes of a scenario: the programs a
-/// daemon spawns and the server it calls, with the environment that points them at the
-/// scenario's runtime state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RuntimeEndpoints {
-    /// The `codex` program (started as `codex app-server`).
-    pub codex_program: std::path::PathBuf,
-    /// Its arguments (`["app-server"]`).
-    pub codex_args: Vec<String>,
-    /// Its environment (`CODEX_HOME`).
-    pub codex_env: Vec<(String, String)>,
-    /// The `claude` program.
-    pub claude_program: std::path::PathBuf,
-    /// Its environment (`CLAUDE_CONFIG_DIR`).
-    pub claude_env: Vec<(String, String)>,
-    /// The working directory the claude sessions belong to.
-    pub claude_cwd: std::path::PathBuf,
-    /// The OpenCode server's base URL (also serves `builtin`).
-    pub opencode_url: String,
-}
-
-/// Which recovery points to prune (the runtime/GC side of the recovery point lifecycle).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PruneRequest {
-    /// Prune every recovery point of this agent.
-    pub agent_id: String,
-}
-
-/// A member's read position as the read API reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReadState {
-    /// The derived read cursor (a scope seq).
-    pub last_read_seq: i64,
-    /// The seq of the scope's last visible message.
-    pub visible_tail_seq: i64,
-    /// The member's ordinary unread count.
-    pub unread_count: i64,
-}
-
-/// A message-sync request: visible messages of a scope after a seq, as a member sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SyncRequest {
-    /// The reader (a member human).
-    pub user_id: String,
-    /// The scope.
-    pub scope_id: String,
-    /// The cursor: messages with a greater seq.
-    pub after_seq: i64,
-    /// At most this many messages.
-    pub limit: i64,
-}
-
-/// One synced message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SyncedMessage {
-    /// The message id.
-    pub id: String,
-    /// Its seq.
-    pub seq: i64,
-    /// Its content as synced.
-    pub content: String,
-}
-
-/// A page of message sync.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SyncPage {
-    /// The messages, in seq order.
-    pub messages: Vec<SyncedMessage>,
-    /// Whether more follow.
-    pub has_more: bool,
-}
-
-/// What an implementation declares it supports.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CapabilityProfile {
-    /// Runtime ids the implementation can restore (`codex`, `claude`, `opencode`, `builtin`).
-    pub runtimes: Vec<String>,
-    /// Optional surfaces the implementation exposes.
-    pub surfaces: Vec<String>,
-}
+pub use rewind_driver_protocol::{
+    Actor, AttachRequest, DatabaseTarget, EventBatch, Limits, PruneRequest, PrunedPoints,
+    ReadState, ReadStateAnswer, RealtimeEvent, RewindRequest, RewindResponse, RuntimeEndpoints,
+    SendMessage, SentMessage, SyncPage, SyncRequest, SyncedMessage,
+};
 
 /// A failure of the harness/implementation plumbing, as opposed to a conformance outcome.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum SutError {
     /// The implementation could not be attached to the scenario database.
@@ -207,6 +39,33 @@ pub enum SutError {
         /// What went wrong.
         detail: String,
     },
+    /// The implementation answered `call` with something the protocol does not allow: not
+    /// JSON, off the schema, or a status the endpoint never answers with.
+    #[error("protocol violation in `{call}`: {detail}\n  body: {body}")]
+    Protocol {
+        /// The call (`POST /v1/sessions/{id}/rewind`).
+        call: String,
+        /// What is wrong with the answer.
+        detail: String,
+        /// The offending body, as received (shortened when long).
+        body: String,
+    },
+    /// `call` got no answer: the server refused the connection, closed it, or did not answer in
+    /// time.
+    #[error("`{call}` got no answer: {detail}")]
+    Transport {
+        /// The call.
+        call: String,
+        /// What happened.
+        detail: String,
+    },
+}
+
+impl SutError {
+    /// Whether this is a protocol violation (reported apart from conformance failures).
+    pub fn is_protocol_violation(&self) -> bool {
+        matches!(self, SutError::Protocol { .. })
+    }
 }
 
 /// A factory for per-scenario handles on one implementation.
@@ -215,15 +74,12 @@ pub trait SystemUnderTest: Send + Sync {
     /// A short name for reports.
     fn name(&self) -> &str;
 
-    /// What the implementation supports.
-    fn profile(&self) -> CapabilityProfile;
+    /// Checks, once before any scenario runs, that the implementation can be driven at all
+    /// (for a server: it answers the handshake with this protocol and version).
+    async fn handshake(&self) -> Result<rewind_driver_protocol::Implementation, SutError>;
 
     /// Points the implementation at one scenario's database and mock runtimes.
-    async fn attach(
-        &self,
-        db: &ScenarioDatabase,
-        runtimes: &RuntimeEndpoints,
-    ) -> Result<Box<dyn ConversationApi>, SutError>;
+    async fn attach(&self, request: &AttachRequest) -> Result<Box<dyn ConversationApi>, SutError>;
 }
 
 /// The operations a scenario drives. Implementations must answer a spec refusal with
@@ -253,5 +109,5 @@ pub trait ConversationApi: Send + Sync {
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError>;
 
     /// Releases what the handle holds (connections); called at the end of each scenario.
-    async fn detach(&self);
+    async fn detach(&self) -> Result<(), SutError>;
 }

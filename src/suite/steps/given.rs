@@ -44,9 +44,25 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     let mocks = MockRuntimes::start(&ctx.programs, fixture)
         .await
         .with_context(|| format!("starting the mock runtimes of fixture `{name}`"))?;
-    let api = std::sync::Arc::from(ctx.sut.attach(&db, &mocks.endpoints()).await?);
-    world.attached = Some(Attached { db, pool, api });
+    let request = ctx.attach_request(&db, mocks.endpoints());
+    let violations = crate::suite::world::Violations::default();
+    // The mocks belong to the world from here on, so that a failed attach still stops them.
     world.mocks = Some(mocks);
+    let api = match violations.watch(ctx.sut.attach(&request).await) {
+        Ok(api) => api,
+        Err(e) => {
+            world.violations = violations;
+            world.pending_db = Some((db, pool));
+            return Err(e.into());
+        }
+    };
+    world.violations = violations.clone();
+    world.attached = Some(Attached {
+        db,
+        pool,
+        api,
+        violations,
+    });
     world.fixture = Some(name);
     Ok(())
 }

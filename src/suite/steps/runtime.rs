@@ -224,8 +224,9 @@ async fn reattach(world: &mut RewindWorld) -> anyhow::Result<()> {
         .attached
         .as_mut()
         .ok_or_else(|| anyhow!("no conversation yet"))?;
-    attached.api.detach().await;
-    attached.api = std::sync::Arc::from(ctx.sut.attach(&attached.db, &endpoints).await?);
+    attached.api.detach().await?;
+    let request = ctx.attach_request(&attached.db, endpoints);
+    attached.api = attached.violations.watch(ctx.sut.attach(&request).await)?;
     Ok(())
 }
 

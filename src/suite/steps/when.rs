@@ -19,7 +19,7 @@ async fn scope_of(world: &RewindWorld, message_id: &str) -> anyhow::Result<Strin
 }
 
 /// How long a rewind may take before the harness calls it hung.
-pub(crate) const REWIND_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const REWIND_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// Remembers the database and the statement-log position before an operation.
 async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {

@@ -1,0 +1,333 @@
+//! `rewind-driver-protocol`: the wire types of the rewind conformance driver protocol, version
+//! [`VERSION`], and the OpenAPI document ([`schema`]) every message is validated against.
+//!
+//! The harness drives an implementation of the Rewind spec through these types: in process for
+//! the reference implementation, over HTTP+JSON for everyone else. The OpenAPI document
+//! `driver-v1.openapi.json` beside this crate is the contract implementers read; a test checks
+//! that the schemas these types generate are exactly the document's components, so neither can
+//! change without the other.
+//!
+//! One exchange, as the harness sends it and a conforming server answers it:
+//!
+//! ```text
+//! POST /v1/sessions/s-1/rewind
+//! {"actor":{"kind":"human","id":"alice"},"scopeId":"dm-1","targetMessageId":"m-3"}
+//!
+//! 200 OK
+//! {"outcome":"refused","code":"other_human_message",
+//!  "message":"rewind is blocked because another human sent a later message"}
+//! ```
+
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The protocol's name, as the handshake reports it.
+pub const PROTOCOL: &str = "rewind-driver";
+
+/// The protocol version these types describe.
+pub const VERSION: u32 = 1;
+
+/// The handshake path, outside any versioned prefix so that every version answers it.
+pub const HANDSHAKE_PATH: &str = "/rewind-driver";
+
+/// The answer to `GET /rewind-driver`: which protocol and version the server speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Handshake {
+    /// Always `rewind-driver`.
+    pub protocol: String,
+    /// The protocol version the server speaks (this document describes version 1).
+    pub version: u32,
+    /// The implementation behind the server, for reports.
+    pub implementation: Implementation,
+}
+
+/// Names the implementation behind a driver server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Implementation {
+    /// A short name (`reference`, `acme-chat`).
+    pub name: String,
+    /// Its version, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// `POST /v1/sessions`: points the implementation at one scenario's database and mock runtimes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AttachRequest {
+    /// The scenario's database, already migrated to the spec schema and seeded.
+    pub database: DatabaseTarget,
+    /// Where the scenario's (mock) agent runtimes are.
+    pub runtimes: RuntimeEndpoints,
+    /// Time budgets the implementation must keep inside the harness's own time-outs.
+    pub limits: Limits,
+}
+
+/// A PostgreSQL database the implementation works on for the whole session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DatabaseTarget {
+    /// A `postgres://` URL with credentials that may read and write every spec table.
+    pub url: String,
+    /// The database name (also in the URL), for logs.
+    pub name: String,
+}
+
+/// Time budgets handed to the implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Limits {
+    /// How long one agent's native restore (start, calls and verifying read-back) may take
+    /// before the implementation gives up on it and fails the rewind. Hang faults last longer.
+    pub restore_timeout_ms: u64,
+    /// How long the harness waits for any one call before it fails the scenario.
+    pub request_timeout_ms: u64,
+}
+
+/// The answer to an attach: the session the scenario's calls name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Session {
+    /// An opaque id, unique among the server's open sessions.
+    pub session_id: String,
+}
+
+/// How an implementation reaches the (mock) agent runtimes of a scenario: the programs a daemon
+/// spawns and the server it calls, with the environment that points them at the scenario's
+/// runtime state. The programs are on the harness's machine: the server must run there too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuntimeEndpoints {
+    /// The `codex` program (started as `codex app-server`).
+    pub codex_program: PathBuf,
+    /// Its arguments (`["app-server"]`).
+    pub codex_args: Vec<String>,
+    /// Environment variables to set for it (`CODEX_HOME`).
+    pub codex_env: BTreeMap<String, String>,
+    /// The `claude` program.
+    pub claude_program: PathBuf,
+    /// Environment variables to set for it (`CLAUDE_CONFIG_DIR`).
+    pub claude_env: BTreeMap<String, String>,
+    /// The working directory the claude sessions belong to.
+    pub claude_cwd: PathBuf,
+    /// The OpenCode server's base URL (it also serves `builtin` agents).
+    pub opencode_url: String,
+}
+
+/// Who asks for a rewind or sends a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "kind",
+    content = "id",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
+pub enum Actor {
+    /// A human (`users.id`).
+    Human(String),
+    /// An agent (`agents.id`).
+    Agent(String),
+    /// The system itself (no id).
+    System,
+}
+
+/// `POST /v1/sessions/{sessionId}/rewind`: `actor` returns `scopeId` to before
+/// `targetMessageId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RewindRequest {
+    /// The initiator.
+    pub actor: Actor,
+    /// The scope to rewind (the target's own scope unless a scenario says otherwise).
+    pub scope_id: String,
+    /// The first message to rewind.
+    pub target_message_id: String,
+}
+
+/// What the implementation answered a rewind with. A spec refusal is an answer, not an error:
+/// it comes back with status 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RewindResponse {
+    /// The rewind completed.
+    Completed {
+        /// The durable operation id (`rewind_operations.id`).
+        #[serde(rename = "operationId")]
+        operation_id: String,
+        /// The operation status (`completed`).
+        status: String,
+        /// The tombstoned ids, if the implementation reports them (spec section 8 allows it).
+        #[serde(rename = "rewoundMessageIds", default)]
+        rewound_message_ids: Vec<String>,
+    },
+    /// The rewind was refused or failed.
+    Refused {
+        /// A stable machine code for the refusal.
+        code: String,
+        /// The human-readable message: section 9's exact text where the spec words the refusal.
+        message: String,
+        /// The durable operation that recorded the failure, if one was created.
+        #[serde(
+            rename = "operationId",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        operation_id: Option<String>,
+    },
+}
+
+/// `POST /v1/sessions/{sessionId}/messages`: a message appended in live mode, published with
+/// its `message.created` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendMessage {
+    /// The author (a human or an agent).
+    pub actor: Actor,
+    /// The scope to append to.
+    pub scope_id: String,
+    /// The content.
+    pub content: String,
+}
+
+/// Where a sent message landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SentMessage {
+    /// The new `scope_messages.id`.
+    pub message_id: String,
+    /// Its scope-local seq.
+    pub seq: i64,
+}
+
+/// `POST /v1/sessions/{sessionId}/recovery-points/prune`: prune recovery points as the server's
+/// GC would (never touching a runtime).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PruneRequest {
+    /// Prune every recovery point of this agent.
+    pub agent_id: String,
+}
+
+/// The recovery points a prune removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrunedPoints {
+    /// The removed `message_recovery_points.id` values.
+    pub pruned_ids: Vec<String>,
+}
+
+/// `GET /v1/sessions/{sessionId}/read-state?scopeId=..&userId=..`: a member's read position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadStateAnswer {
+    /// The read state, or `null` when the user is not a member of the scope.
+    pub read_state: Option<ReadState>,
+}
+
+/// A member's read position as the read API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadState {
+    /// The derived read cursor (a scope seq).
+    pub last_read_seq: i64,
+    /// The seq of the scope's last visible message.
+    pub visible_tail_seq: i64,
+    /// The member's ordinary unread count.
+    pub unread_count: i64,
+}
+
+/// `POST /v1/sessions/{sessionId}/sync`: visible messages of a scope after a seq, as a member
+/// sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SyncRequest {
+    /// The reader (a member human).
+    pub user_id: String,
+    /// The scope.
+    pub scope_id: String,
+    /// The cursor: messages with a greater seq.
+    pub after_seq: i64,
+    /// At most this many messages.
+    pub limit: i64,
+}
+
+/// One synced message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SyncedMessage {
+    /// The message id.
+    pub id: String,
+    /// Its seq.
+    pub seq: i64,
+    /// Its content as synced.
+    pub content: String,
+}
+
+/// A page of message sync.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SyncPage {
+    /// The messages, in seq order.
+    pub messages: Vec<SyncedMessage>,
+    /// Whether more follow.
+    pub has_more: bool,
+}
+
+/// A realtime event the implementation published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RealtimeEvent {
+    /// The event name (`conversation:rewound`, `message.created`).
+    pub name: String,
+    /// The scope it was published to.
+    pub scope_id: String,
+    /// Its payload, exactly as published.
+    pub payload: serde_json::Value,
+}
+
+/// `POST /v1/sessions/{sessionId}/events/take`: the realtime events published since the last
+/// take, in publication order; taking them removes them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventBatch {
+    /// The events.
+    pub events: Vec<RealtimeEvent>,
+}
+
+/// The body of every non-2xx answer: something other than a spec refusal went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DriverError {
+    /// What went wrong.
+    pub error: ErrorBody,
+}
+
+/// A driver-level error: a stable code and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ErrorBody {
+    /// One of `bad_request`, `unknown_session`, `database_unreachable`, `internal`, or an
+    /// implementation's own code.
+    pub code: String,
+    /// What happened, for the person reading the report.
+    pub message: String,
+}
+
+impl DriverError {
+    /// An error with this code and message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        DriverError {
+            error: ErrorBody {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! [`ReferenceDriver`]: the reference implementation behind the conformance driver protocol.
+//!
+//! Both ways the harness reaches the reference go through here: linked in process, and over
+//! HTTP through the reference server ([`crate::server`]). Requests and answers are the
+//! protocol's wire types, so the two transports cannot drift apart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rewind_driver_protocol as wire;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+use crate::messages::{Author, NewMessage};
+use crate::realtime::MemorySink;
+use crate::runtimes::{ClaudeSettings, CodexSettings, OpenCodeSettings, RuntimeSettings};
+use crate::{RewindCommand, RewindError, Rewinder};
+
+/// How the reference is deployed: which runtimes it restores.
+#[derive(Debug, Clone, Default)]
+pub struct ReferenceDriver {
+    /// Restore only these runtime ids (`None`: every runtime the capability map knows).
+    pub supported_runtimes: Option<Vec<String>>,
+}
+
+/// A driver-level failure: its protocol error code and a message.
+pub type DriverFailure = wire::DriverError;
+
+fn failure(code: &str, message: impl std::fmt::Display) -> DriverFailure {
+    wire::DriverError::new(code, message.to_string())
+}
+
+impl ReferenceDriver {
+    /// The implementation's name and version, as the handshake reports them.
+    pub fn implementation() -> wire::Implementation {
+        wire::Implementation {
+            name: "reference".to_owned(),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        }
+    }
+
+    /// Opens a session on one scenario's database and runtimes.
+    pub async fn attach(&self, request: &wire::AttachRequest) -> Result<Session, DriverFailure> {
+        let options: PgConnectOptions = request.database.url.parse().map_err(|e| {
+            failure(
+                "bad_request",
+                format!("database.url is not a PostgreSQL URL: {e}"),
+            )
+        })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                failure(
+                    "database_unreachable",
+                    format!("cannot connect to `{}`: {e}", request.database.name),
+                )
+            })?;
+        let sink = Arc::new(MemorySink::default());
+        let mut rewinder = Rewinder::new(pool.clone(), sink.clone())
+            .with_runtimes(runtime_settings(&request.runtimes, &request.limits));
+        if let Some(runtimes) = &self.supported_runtimes {
+            rewinder = rewinder.with_supported_runtimes(runtimes.iter().cloned());
+        }
+        Ok(Session {
+            rewinder,
+            sink,
+            pool,
+        })
+    }
+}
+
+fn runtime_settings(endpoints: &wire::RuntimeEndpoints, limits: &wire::Limits) -> RuntimeSettings {
+    let env = |map: &std::collections::BTreeMap<String, String>| {
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    RuntimeSettings {
+        codex: CodexSettings {
+            program: endpoints.codex_program.clone(),
+            args: endpoints.codex_args.clone(),
+            env: env(&endpoints.codex_env),
+        },
+        claude: ClaudeSettings {
+            program: endpoints.claude_program.clone(),
+            env: env(&endpoints.claude_env),
+            cwd: endpoints.claude_cwd.clone(),
+        },
+        opencode: OpenCodeSettings {
+            base_url: endpoints.opencode_url.clone(),
+        },
+        timeout: Duration::from_millis(limits.restore_timeout_ms),
+    }
+}
+
+/// One scenario's handle on the reference: a pool on its database, the rewinder, and the
+/// realtime events published since the last take.
+#[derive(Debug)]
+pub struct Session {
+    rewinder: Rewinder,
+    sink: Arc<MemorySink>,
+    pool: PgPool,
+}
+
+fn actor(actor: &wire::Actor) -> crate::Actor {
+    match actor {
+        wire::Actor::Human(id) => crate::Actor::Human(id.clone()),
+        wire::Actor::Agent(id) => crate::Actor::Agent(id.clone()),
+        wire::Actor::System => crate::Actor::System,
+    }
+}
+
+impl Session {
+    /// Runs a rewind; spec refusals and runtime failures are answers, not errors.
+    pub async fn rewind(
+        &self,
+        request: &wire::RewindRequest,
+    ) -> Result<wire::RewindResponse, DriverFailure> {
+        let command = RewindCommand {
+            actor: actor(&request.actor),
+            scope_id: request.scope_id.clone(),
+            target_message_id: request.target_message_id.clone(),
+        };
+        match self.rewinder.rewind(&command).await {
+            Ok(outcome) => Ok(wire::RewindResponse::Completed {
+                operation_id: outcome.operation_id,
+                status: outcome.status.as_str().to_owned(),
+                rewound_message_ids: outcome.rewound_message_ids,
+            }),
+            Err(err @ RewindError::Refused { .. })
+            | Err(err @ RewindError::RuntimeRestoreFailed { .. })
+            | Err(err @ RewindError::RepairRequired { .. }) => Ok(wire::RewindResponse::Refused {
+                code: err.code().to_owned(),
+                message: match &err {
+                    RewindError::Refused { error, .. } => error.to_string(),
+                    other => other.to_string(),
+                },
+                operation_id: err.operation_id().map(str::to_owned),
+            }),
+            Err(other) => Err(failure("internal", other)),
+        }
+    }
+
+    /// Appends a message in live mode.
+    pub async fn send_message(
+        &self,
+        message: &wire::SendMessage,
+    ) -> Result<wire::SentMessage, DriverFailure> {
+        let author = match &message.actor {
+            wire::Actor::Human(id) => Author::Human(id.clone()),
+            wire::Actor::Agent(id) => Author::Agent(id.clone()),
+            wire::Actor::System => Author::System,
+        };
+        let new = NewMessage {
+            scope_id: message.scope_id.clone(),
+            author,
+            content: message.content.clone(),
+            client_message_id: None,
+            metadata: serde_json::json!({}),
+            fanout: true,
+        };
+        match self.rewinder.post_message(&new).await {
+            Ok(Some(posted)) => Ok(wire::SentMessage {
+                message_id: posted.id,
+                seq: posted.seq,
+            }),
+            Ok(None) => Err(failure("internal", "the message was not written")),
+            Err(e) => Err(failure("internal", e)),
+        }
+    }
+
+    /// Prunes recovery points as the GC would.
+    pub async fn prune_recovery_points(
+        &self,
+        request: &wire::PruneRequest,
+    ) -> Result<wire::PrunedPoints, DriverFailure> {
+        let pruned = crate::gc::prune_recovery_points(
+            &self.pool,
+            &crate::gc::PrunePolicy::Agent(request.agent_id.clone()),
+        )
+        .await
+        .map_err(|e| failure("internal", e))?;
+        Ok(wire::PrunedPoints {
+            pruned_ids: pruned.into_iter().map(|p| p.id).collect(),
+        })
+    }
+
+    /// A member's read state (`None`: not a member).
+    pub async fn read_state(
+        &self,
+        scope_id: &str,
+        user_id: &str,
+    ) -> Result<wire::ReadStateAnswer, DriverFailure> {
+        let state = crate::reads::read_state(&self.pool, scope_id, user_id)
+            .await
+            .map_err(|e| failure("internal", e))?;
+        Ok(wire::ReadStateAnswer {
+            read_state: state.map(|s| wire::ReadState {
+                last_read_seq: s.last_read_seq,
+                visible_tail_seq: s.visible_tail_seq,
+                unread_count: s.unread_count,
+            }),
+        })
+    }
+
+    /// A page of message sync.
+    pub async fn sync_messages(
+        &self,
+        request: &wire::SyncRequest,
+    ) -> Result<wire::SyncPage, DriverFailure> {
+        let page = crate::reads::sync_messages(
+            &self.pool,
+            &request.scope_id,
+            request.after_seq,
+            request.limit,
+        )
+        .await
+        .map_err(|e| failure("internal", e))?;
+        Ok(wire::SyncPage {
+            messages: page
+                .messages
+                .into_iter()
+                .map(|m| wire::SyncedMessage {
+                    id: m.id,
+                    seq: m.seq,
+                    content: m.content,
+                })
+                .collect(),
+            has_more: page.has_more,
+        })
+    }
+
+    /// The realtime events published since the last take.
+    pub fn take_events(&self) -> wire::EventBatch {
+        wire::EventBatch {
+            events: self
+                .sink
+                .take()
+                .into_iter()
+                .map(|e| wire::RealtimeEvent {
+                    name: e.name,
+                    scope_id: e.scope_id,
+                    payload: e.payload,
+                })
+                .collect(),
+        }
+    }
+
+    /// Closes the session's connections.
+    pub async fn detach(&self) {
+        self.pool.close().await;
+    }
+}

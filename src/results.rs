@@ -1,0 +1,161 @@
+//! The results file (`run --json FILE`): one record per scenario, and [`compare_files`], which
+//! proves two runs (e.g. in process and over HTTP) ended the same way, scenario for scenario.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::suite::SuiteReport;
+
+/// The format name written into every results file.
+const FORMAT: &str = "rewind-conformance-results";
+
+/// A whole results file.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Results {
+    /// Always `rewind-conformance-results`.
+    pub format: String,
+    /// The format version (1).
+    pub version: u32,
+    /// The implementation that was run.
+    pub sut: String,
+    /// Every scenario that ran.
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+/// One scenario's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScenarioResult {
+    /// The feature file.
+    pub feature: String,
+    /// The scenario's line (an outline example's own row).
+    pub line: usize,
+    /// The scenario name, placeholders filled.
+    pub name: String,
+    /// Its tags, without `@`.
+    pub tags: Vec<String>,
+    /// `passed`, `failed`, `skipped` or `protocol_violation`.
+    pub verdict: String,
+    /// The first failure, if any.
+    pub failure: Option<String>,
+}
+
+/// Writes `report` to `path`.
+pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()> {
+    let mut scenarios: Vec<ScenarioResult> = report
+        .record
+        .features
+        .iter()
+        .flat_map(|(feature, record)| {
+            record.scenarios.iter().map(move |s| ScenarioResult {
+                feature: feature.clone(),
+                line: s.line,
+                name: s.name.clone(),
+                tags: s.tags.clone(),
+                verdict: s.verdict.as_str().to_owned(),
+                failure: s.failure.clone(),
+            })
+        })
+        .collect();
+    scenarios.sort_by(|a, b| (&a.feature, a.line).cmp(&(&b.feature, b.line)));
+    let results = Results {
+        format: FORMAT.to_owned(),
+        version: 1,
+        sut: sut.to_owned(),
+        scenarios,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&results).context("serialising the results")?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("writing the results file `{}`", path.display()))
+}
+
+fn read(path: &Path) -> anyhow::Result<Results> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the results file `{}`", path.display()))?;
+    let results: Results = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "`{}` is not a results file (written by `run --json`)",
+            path.display()
+        )
+    })?;
+    anyhow::ensure!(
+        results.format == FORMAT && results.version == 1,
+        "`{}` is a `{}` file of version {}, not a {FORMAT} file of version 1",
+        path.display(),
+        results.format,
+        results.version
+    );
+    Ok(results)
+}
+
+/// Compares two results files scenario by scenario; prints every difference. True when both
+/// ran the same scenarios with the same verdicts.
+pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
+    let (a, b) = (read(expected)?, read(actual)?);
+    let key = |s: &ScenarioResult| (s.feature.clone(), s.line, s.name.clone());
+    let left: BTreeMap<_, _> = a.scenarios.iter().map(|s| (key(s), s)).collect();
+    let right: BTreeMap<_, _> = b.scenarios.iter().map(|s| (key(s), s)).collect();
+    let mut differences = 0;
+    for (k, l) in &left {
+        match right.get(k) {
+            None => {
+                differences += 1;
+                println!(
+                    "only in `{}` ({}): {}:{} {}",
+                    a.sut, l.verdict, k.0, k.1, k.2
+                );
+            }
+            Some(r) if r.verdict != l.verdict => {
+                differences += 1;
+                println!(
+                    "{}:{} {}: `{}` {}, `{}` {}{}",
+                    k.0,
+                    k.1,
+                    k.2,
+                    a.sut,
+                    l.verdict,
+                    b.sut,
+                    r.verdict,
+                    r.failure
+                        .as_deref()
+                        .or(l.failure.as_deref())
+                        .map(|f| format!(" -- {f}"))
+                        .unwrap_or_default()
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, r) in &right {
+        if !left.contains_key(k) {
+            differences += 1;
+            println!(
+                "only in `{}` ({}): {}:{} {}",
+                b.sut, r.verdict, k.0, k.1, k.2
+            );
+        }
+    }
+    let passed = |r: &Results| r.scenarios.iter().filter(|s| s.verdict == "passed").count();
+    println!(
+        "compared {} scenarios of `{}` ({} passed) with {} of `{}` ({} passed): {}",
+        a.scenarios.len(),
+        a.sut,
+        passed(&a),
+        b.scenarios.len(),
+        b.sut,
+        passed(&b),
+        if differences == 0 {
+            "every outcome is the same".to_owned()
+        } else {
+            format!("{differences} differ")
+        }
+    );
+    Ok(differences == 0)
+}
