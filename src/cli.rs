@@ -22,10 +22,12 @@ use rewind_conformance::fixtures::load_fixture_dir;
 use rewind_conformance::postgres::{
     stop_all_embedded, PostgresChoice, PostgresServer, TemplateDatabase,
 };
+use rewind_conformance::profile::CapabilityProfile;
 use rewind_conformance::sut::http::HttpSut;
 use rewind_conformance::sut::reference::ReferenceSut;
 use rewind_conformance::sut::{Limits, SutError, SystemUnderTest};
 
+use crate::suite::applicability::Applicability;
 use crate::suite::fault_matrix::FaultMatrix;
 use crate::suite::world::RunContext;
 use crate::suite::{run_suite, SuiteOptions, SuiteReport};
@@ -136,6 +138,10 @@ struct RunArgs {
     /// (handed to it at attach; the hang faults last longer than this).
     #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
     restore_timeout_ms: u64,
+    /// The implementation's capability profile (YAML: `runtimes`, `surfaces`); default: the
+    /// harness's cargo features (all of them unless built with `--no-default-features`).
+    #[arg(long, env = "REWIND_PROFILE", value_name = "FILE")]
+    profile: Option<PathBuf>,
     /// Write every scenario's outcome here as JSON (see `compare`).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -232,10 +238,14 @@ struct HandshakeRefused(String);
 /// be driven.
 async fn connect_sut(
     target: &SutTarget,
+    profile: &CapabilityProfile,
     request_timeout: Duration,
 ) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
     let sut: Arc<dyn SystemUnderTest> = match target {
-        SutTarget::Reference => Arc::new(ReferenceSut::default()),
+        // The reference stands in for a deployment with exactly the declared runtimes.
+        SutTarget::Reference => Arc::new(ReferenceSut::new(Some(
+            profile.runtimes.iter().cloned().collect(),
+        ))),
         SutTarget::Http(url) => Arc::new(HttpSut::new(url, request_timeout)?),
     };
     match sut.handshake().await {
@@ -328,10 +338,19 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     let fixtures = load_fixture_dir(&args.fixtures)?;
+    let profile = match &args.profile {
+        Some(path) => CapabilityProfile::load(path)?,
+        None => CapabilityProfile::compiled(),
+    };
     let choice = postgres_choice(&args)?;
     // The handshake comes first: a server that is not there, or speaks another protocol, is
     // told in one line before PostgreSQL starts.
-    let sut = connect_sut(&args.sut, Duration::from_secs(args.request_timeout)).await?;
+    let sut = connect_sut(
+        &args.sut,
+        &profile,
+        Duration::from_secs(args.request_timeout),
+    )
+    .await?;
     // Ctrl-C: stop what was started (embedded clusters here; containers via the watchdog).
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -344,7 +363,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
-    let outcome = run_on_server(&args, &server, sut, catalog, fixtures).await;
+    let outcome = run_on_server(&args, &server, sut, profile, catalog, fixtures).await;
     server.shutdown().await;
     let (report, stats) = outcome?;
     if let Some(path) = &args.fault_matrix {
@@ -381,12 +400,14 @@ struct RunStats {
     isolation: Vec<(Duration, Duration)>,
     faults: FaultMatrix,
     sut: String,
+    profile: String,
 }
 
 async fn run_on_server(
     args: &RunArgs,
     server: &PostgresServer,
     sut: Arc<dyn SystemUnderTest>,
+    profile: CapabilityProfile,
     catalog: Catalog,
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
@@ -398,7 +419,17 @@ async fn run_on_server(
     template.start_prefetch(args.concurrency.max(1)).await;
     let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
     let programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
+    let unsupported = catalog
+        .get("err.agent-unsupported")
+        .and_then(|rule| rule.message.clone())
+        .context("the catalog has no message for rule `err.agent-unsupported`")?;
+    let applicability = Arc::new(Applicability::new(
+        profile,
+        Arc::new(fixtures.clone()),
+        unsupported,
+    ));
     let context = Arc::new(RunContext {
+        applicability: Arc::clone(&applicability),
         programs,
         template: template.clone(),
         sut: Arc::clone(&sut),
@@ -454,6 +485,7 @@ async fn run_on_server(
             isolation,
             faults: FaultMatrix::from_results(&faults),
             sut: sut.name().to_owned(),
+            profile: applicability.profile().describe(),
         },
     ))
 }
@@ -472,6 +504,7 @@ fn print_summary(
         choice.label(),
         provision_time.as_millis()
     );
+    println!("  declared: {}", stats.profile);
     for (path, feature) in &report.record.features {
         let passed = feature
             .scenarios
@@ -547,6 +580,15 @@ fn print_summary(
         println!("  JUnit report: {}", junit.display());
     }
     let counts = report.counts();
+    if !report.not_applicable.is_empty() {
+        let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
+        for n in &report.not_applicable {
+            *reasons.entry(n.reason.as_str()).or_default() += 1;
+        }
+        for (reason, n) in reasons {
+            println!("  not applicable: {n} scenarios ({reason})");
+        }
+    }
     if counts.violations > 0 {
         println!(
             "  protocol violations: {} scenarios got answers outside driver protocol v{} \

@@ -10,4 +10,5 @@ pub mod fixtures;
 pub mod inspect;
 pub mod mocks;
 pub mod postgres;
+pub mod profile;
 pub mod sut;

@@ -38,7 +38,7 @@ pub struct ScenarioResult {
     pub name: String,
     /// Its tags, without `@`.
     pub tags: Vec<String>,
-    /// `passed`, `failed`, `skipped` or `protocol_violation`.
+    /// `passed`, `failed`, `skipped`, `protocol_violation` or `not_applicable`.
     pub verdict: String,
     /// The first failure, if any.
     pub failure: Option<String>,
@@ -60,6 +60,14 @@ pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()>
                 failure: s.failure.clone(),
             })
         })
+        .chain(report.not_applicable.iter().map(|n| ScenarioResult {
+            feature: n.feature.clone(),
+            line: n.line,
+            name: n.name.clone(),
+            tags: Vec::new(),
+            verdict: "not_applicable".to_owned(),
+            failure: Some(n.reason.clone()),
+        }))
         .collect();
     scenarios.sort_by(|a, b| (&a.feature, a.line).cmp(&(&b.feature, b.line)));
     let results = Results {

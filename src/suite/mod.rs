@@ -2,6 +2,7 @@
 //! [`SuiteReport`]. World and steps live in this binary (cucumber collects steps at link time,
 //! which is reliable only within one crate).
 
+pub mod applicability;
 mod collector;
 pub mod fault_matrix;
 mod steps;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use cucumber::gherkin::tagexpr::TagOperation;
+use cucumber::tag::Ext as _;
 use cucumber::writer::Stats as _;
 use cucumber::{writer, World as _, WriterExt as _};
 
@@ -44,6 +46,8 @@ pub struct SuiteReport {
     pub record: RunRecord,
     /// True when cucumber saw a failed or skipped step, a parse error or a hook error.
     pub failed: bool,
+    /// Scenarios the capability profile left out, with the reason.
+    pub not_applicable: Vec<applicability::NotApplicable>,
 }
 
 /// Scenario counts by verdict.
@@ -95,7 +99,7 @@ pub async fn run_suite(
     options: &SuiteOptions,
     context: Arc<RunContext>,
 ) -> anyhow::Result<SuiteReport> {
-    world::install(context);
+    world::install(Arc::clone(&context));
     let junit: Box<dyn std::io::Write> = match &options.junit {
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -124,7 +128,18 @@ pub async fn run_suite(
             regex::Regex::new(name).with_context(|| format!("bad scenario name regex `{name}`"))?,
         );
     }
-    let mut cucumber = RewindWorld::cucumber()
+    // What the filters select among the scenarios the profile left out.
+    let selected = {
+        let (tags, name) = (cli.tags_filter.clone(), cli.re_filter.clone());
+        move |n: &applicability::NotApplicable| {
+            name.as_ref().is_none_or(|re| re.is_match(&n.name))
+                && tags.as_ref().is_none_or(|t| t.eval(n.tags.iter()))
+        }
+    };
+    let mut cucumber = RewindWorld::cucumber::<&std::path::Path>()
+        .with_parser(applicability::ProfileParser {
+            applicability: Arc::clone(&context.applicability),
+        })
         .max_concurrent_scenarios(options.concurrency.max(1))
         .after(|feature, _, scenario, finished, world| {
             let passed = matches!(finished, cucumber::event::ScenarioFinished::StepPassed);
@@ -165,5 +180,14 @@ pub async fn run_suite(
         .lock()
         .map(|r| r.clone())
         .unwrap_or_else(|p| p.into_inner().clone());
-    Ok(SuiteReport { record, failed })
+    Ok(SuiteReport {
+        record,
+        failed,
+        not_applicable: context
+            .applicability
+            .not_applicable()
+            .into_iter()
+            .filter(selected)
+            .collect(),
+    })
 }

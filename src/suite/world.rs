@@ -40,6 +40,8 @@ pub struct RunContext {
     pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
     /// The time budgets handed to the implementation at every attach.
     pub limits: Limits,
+    /// What the declared capability profile does to scenarios.
+    pub applicability: Arc<crate::suite::applicability::Applicability>,
     /// Per scenario (feature path, line): the protocol violations it met.
     pub violations: Mutex<BTreeMap<(String, usize), Vec<String>>>,
 }

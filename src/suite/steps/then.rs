@@ -50,6 +50,25 @@ async fn refused_with(world: &mut RewindWorld, expected: String) -> anyhow::Resu
     Ok(())
 }
 
+/// The answer is a refusal with either message (where the spec does not say which of two
+/// guards that both apply refuses first), each with the catalog's code for it.
+#[then(expr = "the rewind is refused with {string} or {string}")]
+async fn refused_with_either(
+    world: &mut RewindWorld,
+    first: String,
+    second: String,
+) -> anyhow::Result<()> {
+    let response = world.last_response()?;
+    let RewindResponse::Refused { message, .. } = response else {
+        bail!(
+            "expected a refusal with `{first}` or `{second}`, but {}",
+            describe(response)
+        );
+    };
+    let expected = if *message == second { second } else { first };
+    refused_with(world, expected).await
+}
+
 /// The answer is a refusal, whatever its wording (for refusals the spec does not word).
 #[then("the rewind is refused")]
 async fn refused(world: &mut RewindWorld) -> anyhow::Result<()> {

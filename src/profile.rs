@@ -1,0 +1,241 @@
+//! [`CapabilityProfile`]: which agent runtimes and optional read surfaces an implementation
+//! declares it supports.
+//!
+//! There is one source of truth per run: the profile file given with `--profile`
+//! (`REWIND_PROFILE`), or else the harness's cargo features, one per runtime and surface
+//! ([`CapabilityProfile::compiled`]); `cargo test --no-default-features --features claude,...`
+//! and a profile file listing the same names mean the same thing.
+//!
+//! What a declaration changes: a scenario whose rewind reaches an agent of an undeclared runtime
+//! is not skipped; it checks that the implementation refuses that rewind as unsupported. A
+//! scenario that reads through an undeclared surface is reported as not applicable.
+//!
+//! ```yaml
+//! # profile.yaml
+//! runtimes: [claude, opencode]
+//! surfaces: [read-state, message-sync]
+//! ```
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::fixtures::Position;
+
+/// Every runtime id the spec names (spec section 5), each also a cargo feature.
+pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
+
+/// Every optional surface, each also a cargo feature: the member read state (cursor, visible
+/// tail, unread count), message sync, and the recovery point GC.
+pub const SURFACES: [&str; 3] = ["read-state", "message-sync", "recovery-point-gc"];
+
+/// What an implementation declares it supports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapabilityProfile {
+    /// Runtime ids it can restore (a subset of [`RUNTIMES`]).
+    pub runtimes: BTreeSet<String>,
+    /// Optional surfaces it serves (a subset of [`SURFACES`]).
+    pub surfaces: BTreeSet<String>,
+    /// Where the declaration came from, for reports.
+    pub source: ProfileSource,
+}
+
+/// Where a profile came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// The harness's cargo features.
+    CargoFeatures,
+    /// A profile file.
+    File(PathBuf),
+}
+
+impl fmt::Display for ProfileSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileSource::CargoFeatures => write!(f, "the cargo features"),
+            ProfileSource::File(path) => write!(f, "`{}`", path.display()),
+        }
+    }
+}
+
+/// A profile file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file cannot be read.
+    #[error("cannot read the capability profile `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a profile.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// Where.
+        at: Position,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileDoc {
+    runtimes: Vec<Spanned<String>>,
+    surfaces: Vec<Spanned<String>>,
+}
+
+impl CapabilityProfile {
+    /// The profile the harness was built with: one cargo feature per runtime and surface
+    /// (all on by default).
+    pub fn compiled() -> Self {
+        let on = [
+            ("codex", cfg!(feature = "codex")),
+            ("claude", cfg!(feature = "claude")),
+            ("opencode", cfg!(feature = "opencode")),
+            ("builtin", cfg!(feature = "builtin")),
+            ("read-state", cfg!(feature = "read-state")),
+            ("message-sync", cfg!(feature = "message-sync")),
+            ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
+        ];
+        let pick = |names: &[&str]| {
+            on.iter()
+                .filter(|(name, enabled)| *enabled && names.contains(name))
+                .map(|(name, _)| (*name).to_owned())
+                .collect()
+        };
+        CapabilityProfile {
+            runtimes: pick(&RUNTIMES),
+            surfaces: pick(&SURFACES),
+            source: ProfileSource::CargoFeatures,
+        }
+    }
+
+    /// Everything: every runtime and every surface.
+    pub fn everything() -> Self {
+        CapabilityProfile {
+            runtimes: RUNTIMES.iter().map(|r| (*r).to_owned()).collect(),
+            surfaces: SURFACES.iter().map(|s| (*s).to_owned()).collect(),
+            source: ProfileSource::CargoFeatures,
+        }
+    }
+
+    /// Reads a profile file.
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses profile text; `path` names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ProfileError> {
+        let doc: ProfileDoc = serde_saphyr::from_str(text).map_err(|e| {
+            let (at, message) = crate::fixtures::positioned_yaml_error(path, &e);
+            ProfileError::Invalid { at, message }
+        })?;
+        let names = |items: Vec<Spanned<String>>, known: &[&str], what: &str| {
+            let mut out = BTreeSet::new();
+            for item in items {
+                if !known.contains(&item.value.as_str()) {
+                    return Err(ProfileError::Invalid {
+                        at: Position {
+                            path: path.to_path_buf(),
+                            line: item.referenced.line(),
+                            column: item.referenced.column(),
+                        },
+                        message: format!(
+                            "unknown {what} `{}` (known {what}s: {})",
+                            item.value,
+                            known.join(", ")
+                        ),
+                    });
+                }
+                out.insert(item.value);
+            }
+            Ok(out)
+        };
+        Ok(CapabilityProfile {
+            runtimes: names(doc.runtimes, &RUNTIMES, "runtime")?,
+            surfaces: names(doc.surfaces, &SURFACES, "surface")?,
+            source: ProfileSource::File(path.to_path_buf()),
+        })
+    }
+
+    /// A one-line description for reports.
+    pub fn describe(&self) -> String {
+        let list = |set: &BTreeSet<String>| {
+            if set.is_empty() {
+                "none".to_owned()
+            } else {
+                set.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        format!(
+            "runtimes {}; surfaces {} (from {})",
+            list(&self.runtimes),
+            list(&self.surfaces),
+            self.source
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<CapabilityProfile, ProfileError> {
+        CapabilityProfile::parse(Path::new("profile.yaml"), text)
+    }
+
+    #[test]
+    fn a_profile_lists_runtimes_and_surfaces() {
+        let p = parse("runtimes: [claude, opencode]\nsurfaces: [read-state]\n").expect("valid");
+        assert_eq!(
+            p.runtimes.into_iter().collect::<Vec<_>>(),
+            ["claude", "opencode"]
+        );
+        assert_eq!(p.surfaces.into_iter().collect::<Vec<_>>(), ["read-state"]);
+    }
+
+    #[test]
+    fn an_unknown_runtime_is_named_with_its_position() {
+        let err = parse("runtimes: [claude, gemini]\nsurfaces: []\n").expect_err("gemini");
+        let text = err.to_string();
+        assert!(text.starts_with("profile.yaml:1:"), "{text}");
+        assert!(text.contains("unknown runtime `gemini`"), "{text}");
+        assert!(text.contains("codex, claude, opencode, builtin"), "{text}");
+    }
+
+    #[test]
+    fn unknown_and_missing_keys_are_errors() {
+        let err = parse("runtimes: []\nsurfaces: []\nruntime: [codex]\n").expect_err("typo");
+        assert!(err.to_string().contains("unknown key `runtime`"), "{err}");
+        let err = parse("runtimes: [codex]\n").expect_err("missing");
+        assert!(err.to_string().contains("missing key `surfaces`"), "{err}");
+    }
+
+    #[test]
+    fn the_default_features_declare_everything() {
+        // `cargo test` builds with the default features.
+        if cfg!(all(
+            feature = "codex",
+            feature = "claude",
+            feature = "opencode",
+            feature = "builtin",
+            feature = "read-state",
+            feature = "message-sync",
+            feature = "recovery-point-gc"
+        )) {
+            let compiled = CapabilityProfile::compiled();
+            let all = CapabilityProfile::everything();
+            assert_eq!(compiled.runtimes, all.runtimes);
+            assert_eq!(compiled.surfaces, all.surfaces);
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! [`Applicability`]: what the declared [`CapabilityProfile`] does to each scenario, applied by
+//! [`ProfileParser`] as the features are parsed (after outline examples are expanded, so every
+//! example is judged on its own).
+//!
+//! - A scenario that reads through an undeclared optional surface cannot be checked: it is
+//!   left out of the run and reported as not applicable, with the surface named.
+//! - A scenario whose rewind reaches an agent on an undeclared runtime is not skipped: it is
+//!   rewritten to check what the spec requires of an implementation without that runtime, that
+//!   the rewind is refused as unsupported (section 9), changes nothing, and calls no runtime.
+//!   Which agents a rewind reaches is read from the scenario's fixture: the authors of the
+//!   suffix (and of a cascaded reply thread), the agents it was fanned out to, and the agents
+//!   holding a recovery point on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use cucumber::gherkin::{Feature, Scenario, Step, StepType};
+use cucumber::parser::{self, Parser};
+use futures::{Stream, StreamExt as _};
+use regex::Regex;
+use rewind_conformance::fixtures::{Author, Fixture, Party};
+use rewind_conformance::profile::{CapabilityProfile, RUNTIMES};
+
+/// A scenario the profile took out of the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplicable {
+    /// The feature file (as reports name it).
+    pub feature: String,
+    /// The scenario's line.
+    pub line: usize,
+    /// The scenario's name.
+    pub name: String,
+    /// Why (`surface `message-sync` is not declared`).
+    pub reason: String,
+    /// The scenario's tags (feature and rule tags included), for run filters.
+    pub tags: Vec<String>,
+}
+
+/// Steps that read through an optional surface, by surface.
+const SURFACE_STEPS: [(&str, &str); 5] = [
+    (
+        "read-state",
+        r#"^human "[^"]+" has \d+ unread messages? in scope "#,
+    ),
+    (
+        "read-state",
+        r#"^the read cursor of human "[^"]+" in scope "#,
+    ),
+    ("message-sync", r#"^human "[^"]+" syncs scope "#),
+    ("message-sync", r#"^the sync page holds "#),
+    (
+        "recovery-point-gc",
+        r#"^the recovery points of agent "[^"]+" are pruned$"#,
+    ),
+];
+
+/// Steps that keep their meaning when a scenario is rewritten for an undeclared runtime: the
+/// conversation and the state of its agents.
+const STATE_STEPS: [&str; 3] = [
+    r#"^the conversation "[^"]+"$"#,
+    r#"^agent "[^"]+" has this problem: "#,
+    r#"^the runtime of agent "[^"]+" is recorded as "#,
+];
+
+/// The profile's effect on scenarios, for one run.
+pub struct Applicability {
+    profile: CapabilityProfile,
+    fixtures: Arc<BTreeMap<String, Fixture>>,
+    unsupported_message: String,
+    surface_steps: Vec<(&'static str, Regex)>,
+    state_steps: Vec<Regex>,
+    conversation: Regex,
+    rewind: Regex,
+    refused_with: Regex,
+    left_out: Mutex<Vec<NotApplicable>>,
+}
+
+impl Applicability {
+    /// The effect of `profile`; `unsupported_message` is section 9's text for an unsupported
+    /// runtime.
+    pub fn new(
+        profile: CapabilityProfile,
+        fixtures: Arc<BTreeMap<String, Fixture>>,
+        unsupported_message: String,
+    ) -> Self {
+        let re = |pattern: &str| Regex::new(pattern).unwrap_or_else(|e| unreachable!("{e}"));
+        Applicability {
+            profile,
+            fixtures,
+            unsupported_message,
+            surface_steps: SURFACE_STEPS.iter().map(|(s, p)| (*s, re(p))).collect(),
+            state_steps: STATE_STEPS.iter().map(|p| re(p)).collect(),
+            conversation: re(r#"^the conversation "([^"]+)"$"#),
+            rewind: re(
+                r#"^(?:(human|agent) "([^"]+)" (?:starts rewinding|rewinds)(?: scope "([^"]+)")? to before message "([^"]+)"|the system rewinds to before message "([^"]+)")$"#,
+            ),
+            refused_with: re(r#"^the rewind is refused with "([^"]+)"$"#),
+            left_out: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The declared profile.
+    pub fn profile(&self) -> &CapabilityProfile {
+        &self.profile
+    }
+
+    /// The scenarios left out so far.
+    pub fn not_applicable(&self) -> Vec<NotApplicable> {
+        self.left_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Applies the profile to every scenario of `feature`.
+    pub fn adapt(&self, mut feature: Feature) -> Feature {
+        let path = super::collector::feature_path(&feature);
+        let background = feature
+            .background
+            .as_ref()
+            .map(|b| b.steps.clone())
+            .unwrap_or_default();
+        feature.scenarios = std::mem::take(&mut feature.scenarios)
+            .into_iter()
+            .filter_map(|s| self.adapt_scenario(&path, &background, s))
+            .collect();
+        for rule in &mut feature.rules {
+            let mut steps = background.clone();
+            steps.extend(rule.background.iter().flat_map(|b| b.steps.clone()));
+            rule.scenarios = std::mem::take(&mut rule.scenarios)
+                .into_iter()
+                .filter_map(|s| self.adapt_scenario(&path, &steps, s))
+                .collect();
+        }
+        feature
+    }
+
+    fn adapt_scenario(
+        &self,
+        path: &str,
+        background: &[Step],
+        scenario: Scenario,
+    ) -> Option<Scenario> {
+        let all: Vec<&Step> = background.iter().chain(&scenario.steps).collect();
+        if let Some(surface) = self.undeclared_surface(&all) {
+            let mut left_out = self.left_out.lock().unwrap_or_else(|p| p.into_inner());
+            left_out.push(NotApplicable {
+                feature: path.to_owned(),
+                line: scenario.position.line,
+                name: scenario.name.clone(),
+                reason: format!("surface `{surface}` is not declared"),
+                tags: scenario.tags.clone(),
+            });
+            return None;
+        }
+        let undeclared = self.undeclared_runtimes(&all);
+        if undeclared.is_empty() {
+            return Some(scenario);
+        }
+        Some(self.expect_unsupported(scenario, &undeclared))
+    }
+
+    fn undeclared_surface(&self, steps: &[&Step]) -> Option<&'static str> {
+        steps.iter().find_map(|step| {
+            self.surface_steps
+                .iter()
+                .find(|(surface, re)| {
+                    !self.profile.surfaces.contains(*surface) && re.is_match(&step.value)
+                })
+                .map(|(surface, _)| *surface)
+        })
+    }
+
+    /// The known runtimes the scenario's first rewind reaches that the profile leaves out.
+    fn undeclared_runtimes(&self, steps: &[&Step]) -> BTreeSet<String> {
+        let fixture = steps.iter().find_map(|s| {
+            self.conversation
+                .captures(&s.value)
+                .and_then(|c| self.fixtures.get(&c[1]))
+        });
+        let rewind = steps.iter().find_map(|s| self.rewind.captures(&s.value));
+        let (Some(fixture), Some(rewind)) = (fixture, rewind) else {
+            return BTreeSet::new();
+        };
+        let target = rewind.get(4).or_else(|| rewind.get(5)).map(|m| m.as_str());
+        let scope = rewind.get(3).map(|m| m.as_str());
+        let Some(target) = target else {
+            return BTreeSet::new();
+        };
+        reached_runtimes(fixture, target, scope)
+            .into_iter()
+            .filter(|r| RUNTIMES.contains(&r.as_str()) && !self.profile.runtimes.contains(r))
+            .collect()
+    }
+
+    /// The scenario, rewritten to check that the rewind is refused as unsupported.
+    fn expect_unsupported(
+        &self,
+        mut scenario: Scenario,
+        undeclared: &BTreeSet<String>,
+    ) -> Scenario {
+        let names: Vec<&str> = undeclared.iter().map(String::as_str).collect();
+        let original = std::mem::take(&mut scenario.steps);
+        // A refusal the original scenario expects for another reason stays acceptable: the spec
+        // does not order its guards.
+        let other_refusal = original.iter().find_map(|s| {
+            self.refused_with
+                .captures(&s.value)
+                .map(|c| c[1].to_owned())
+                .filter(|m| *m != self.unsupported_message)
+        });
+        let any_refusal = original
+            .iter()
+            .any(|s| s.ty == StepType::Then && s.value == "the rewind is refused");
+        let mut steps: Vec<Step> = original
+            .iter()
+            .filter(|s| self.state_steps.iter().any(|re| re.is_match(&s.value)))
+            .cloned()
+            .collect();
+        let Some(rewind) = original.iter().find(|s| self.rewind.is_match(&s.value)) else {
+            return Scenario {
+                steps: original,
+                ..scenario
+            };
+        };
+        let mut when = rewind.clone();
+        when.ty = StepType::When;
+        when.keyword = "When ".to_owned();
+        when.value = when.value.replace(" starts rewinding ", " rewinds ");
+        steps.push(when);
+        let then = |value: String| Step {
+            keyword: "Then ".to_owned(),
+            ty: StepType::Then,
+            value,
+            docstring: None,
+            table: None,
+            span: rewind.span,
+            position: rewind.position,
+        };
+        steps.push(then(match (&other_refusal, any_refusal) {
+            (_, true) => "the rewind is refused".to_owned(),
+            (Some(other), false) => format!(
+                "the rewind is refused with \"{other}\" or \"{}\"",
+                self.unsupported_message
+            ),
+            (None, false) => format!(
+                "the rewind is refused with \"{}\"",
+                self.unsupported_message
+            ),
+        }));
+        steps.push(then("the database is unchanged".to_owned()));
+        steps.push(then("no runtime received a call".to_owned()));
+        scenario.name = format!(
+            "{} [runtime {} not declared: refused as unsupported]",
+            scenario.name,
+            names.join(", ")
+        );
+        scenario
+            .tags
+            .extend(names.iter().map(|r| format!("undeclared-runtime:{r}")));
+        scenario.steps = steps;
+        scenario
+    }
+}
+
+/// The runtime ids of the agents a rewind of `target` (in `scope`, default its own) reaches,
+/// read from the fixture.
+pub fn reached_runtimes(fixture: &Fixture, target: &str, scope: Option<&str>) -> BTreeSet<String> {
+    let messages = || fixture.scopes.iter().flat_map(|s| &s.messages);
+    let Some(target) = messages().find(|m| m.id == target) else {
+        return BTreeSet::new();
+    };
+    if scope.is_some_and(|s| s != target.scope) {
+        return BTreeSet::new();
+    }
+    let mut suffix: BTreeSet<&str> = messages()
+        .filter(|m| m.scope == target.scope && m.seq >= target.seq)
+        .map(|m| m.id.as_str())
+        .collect();
+    // Reply threads forked from the suffix cascade (spec section 4).
+    loop {
+        let forks: Vec<&str> = fixture
+            .scopes
+            .iter()
+            .filter(|s| {
+                s.parent
+                    .as_ref()
+                    .is_some_and(|p| suffix.contains(p.message.as_str()))
+            })
+            .flat_map(|s| s.messages.iter().map(|m| m.id.as_str()))
+            .filter(|id| !suffix.contains(id))
+            .collect();
+        if forks.is_empty() {
+            break;
+        }
+        suffix.extend(forks);
+    }
+    let mut agents: BTreeSet<&str> = BTreeSet::new();
+    for m in messages().filter(|m| suffix.contains(m.id.as_str())) {
+        if let Author::Agent(id) = &m.author {
+            agents.insert(id);
+        }
+    }
+    for row in &fixture.fanout_outbox {
+        if let (Some(message), Party::Agent(id)) = (&row.message, &row.recipient) {
+            if suffix.contains(message.as_str()) {
+                agents.insert(id);
+            }
+        }
+    }
+    for point in &fixture.recovery_points {
+        if suffix.contains(point.message.as_str()) {
+            agents.insert(&point.agent);
+        }
+    }
+    fixture
+        .agents
+        .iter()
+        .filter(|a| agents.contains(a.id.as_str()))
+        .map(|a| a.runtime.clone())
+        .collect()
+}
+
+/// The features parser with the profile applied to every parsed feature.
+pub struct ProfileParser {
+    /// What to apply.
+    pub applicability: Arc<Applicability>,
+}
+
+impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
+    type Cli = <parser::Basic as Parser<I>>::Cli;
+    type Output = Pin<Box<dyn Stream<Item = parser::Result<Feature>>>>;
+
+    fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
+        let applicability = self.applicability;
+        Box::pin(
+            parser::Basic::new()
+                .parse(input, cli)
+                .map(move |feature| feature.map(|f| applicability.adapt(f))),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shipped() -> BTreeMap<String, Fixture> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        rewind_conformance::fixtures::load_fixture_dir(&dir).expect("the shipped fixtures load")
+    }
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_rewind_reaches_the_runtimes_of_its_suffix_only() {
+        let fixtures = shipped();
+        let agents = &fixtures["runtime-agents"];
+        assert_eq!(reached_runtimes(agents, "codex-3", None), set(&["codex"]));
+        assert_eq!(reached_runtimes(agents, "claude-1", None), set(&["claude"]));
+        assert_eq!(
+            reached_runtimes(agents, "builtin-3", None),
+            set(&["builtin"])
+        );
+        assert_eq!(reached_runtimes(agents, "no-such-message", None), set(&[]));
+        let humans = &fixtures["dm-two-humans"];
+        assert_eq!(reached_runtimes(humans, "h-m4", None), set(&[]));
+    }
+
+    #[test]
+    fn a_target_outside_the_named_scope_reaches_nothing() {
+        let fixtures = shipped();
+        assert_eq!(
+            reached_runtimes(&fixtures["runtime-agents"], "codex-3", Some("elsewhere")),
+            set(&[])
+        );
+    }
+}
