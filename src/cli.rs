@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use rewind_conformance::catalog::{scan_features, Catalog, Coverage, Untestable};
+use rewind_conformance::expectations::Expectations;
 use rewind_conformance::fixtures::load_fixture_dir;
 use rewind_conformance::postgres::{
     stop_all_embedded, PostgresChoice, PostgresServer, TemplateDatabase,
@@ -142,6 +143,10 @@ struct RunArgs {
     /// harness's cargo features (all of them unless built with `--no-default-features`).
     #[arg(long, env = "REWIND_PROFILE", value_name = "FILE")]
     profile: Option<PathBuf>,
+    /// Known failures of the implementation (YAML `expected_failures`, each with a reason): they
+    /// do not fail the run, but a listed scenario that passes does.
+    #[arg(long, env = "REWIND_EXPECTATIONS", value_name = "FILE")]
+    expectations: Option<PathBuf>,
     /// Write every scenario's outcome here as JSON (see `compare`).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -342,6 +347,10 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         Some(path) => CapabilityProfile::load(path)?,
         None => CapabilityProfile::compiled(),
     };
+    let expectations = match &args.expectations {
+        Some(path) => Expectations::load(path)?,
+        None => Expectations::default(),
+    };
     let choice = postgres_choice(&args)?;
     // The handshake comes first: a server that is not there, or speaks another protocol, is
     // told in one line before PostgreSQL starts.
@@ -365,7 +374,15 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let provision_time = started.elapsed();
     let outcome = run_on_server(&args, &server, sut, profile, catalog, fixtures).await;
     server.shutdown().await;
-    let (report, stats) = outcome?;
+    let (mut report, stats) = outcome?;
+    let stale = report.apply_expectations(&expectations, &stats.parsed);
+    for entry in &stale {
+        eprintln!(
+            "error: {}: expected failure `{}: {}` names no scenario of the features (remove or \
+             correct it)",
+            entry.at, entry.feature, entry.scenario
+        );
+    }
     if let Some(path) = &args.fault_matrix {
         write_fault_matrix(path, &stats.faults)?;
     }
@@ -375,7 +392,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     print_summary(&args, &choice, provision_time, &report, &stats);
     Ok(if report.counts().violations > 0 {
         Outcome::ProtocolViolation
-    } else if report.failed {
+    } else if report.fails() || !stale.is_empty() {
         Outcome::Failed
     } else {
         Outcome::Passed
@@ -401,6 +418,7 @@ struct RunStats {
     faults: FaultMatrix,
     sut: String,
     profile: String,
+    parsed: Vec<(String, String)>,
 }
 
 async fn run_on_server(
@@ -486,6 +504,7 @@ async fn run_on_server(
             faults: FaultMatrix::from_results(&faults),
             sut: sut.name().to_owned(),
             profile: applicability.profile().describe(),
+            parsed: applicability.parsed(),
         },
     ))
 }
@@ -509,7 +528,12 @@ fn print_summary(
         let passed = feature
             .scenarios
             .iter()
-            .filter(|s| s.verdict == crate::suite::Verdict::Passed)
+            .filter(|s| {
+                matches!(
+                    s.verdict,
+                    crate::suite::Verdict::Passed | crate::suite::Verdict::ExpectedFailure
+                )
+            })
             .count();
         let total = feature.scenarios.len();
         println!(
@@ -521,6 +545,7 @@ fn print_summary(
             .scenarios
             .iter()
             .filter(|s| s.verdict != crate::suite::Verdict::Passed)
+            .filter(|s| s.verdict != crate::suite::Verdict::ExpectedFailure)
         {
             println!(
                 "      {}:{} {}{} -- {}",
@@ -597,10 +622,16 @@ fn print_summary(
             rewind_driver_protocol::VERSION
         );
     }
+    if counts.expected_failures + counts.unexpected_passes > 0 {
+        println!(
+            "  expectations: {} expected failures, {} unexpected passes",
+            counts.expected_failures, counts.unexpected_passes
+        );
+    }
     println!(
         "conformance: {} passed, {} failed, {} skipped",
         counts.passed,
-        counts.failed + counts.violations,
+        counts.failed + counts.violations + counts.unexpected_passes,
         counts.skipped
     );
 }

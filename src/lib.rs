@@ -6,6 +6,7 @@
 //! through the [`sut`] contract. The binary adds the command line and the Gherkin step library.
 
 pub mod catalog;
+pub mod expectations;
 pub mod fixtures;
 pub mod inspect;
 pub mod mocks;

@@ -74,6 +74,7 @@ pub struct Applicability {
     rewind: Regex,
     refused_with: Regex,
     left_out: Mutex<Vec<NotApplicable>>,
+    parsed: Mutex<Vec<(String, String)>>,
 }
 
 impl Applicability {
@@ -97,6 +98,7 @@ impl Applicability {
             ),
             refused_with: re(r#"^the rewind is refused with "([^"]+)"$"#),
             left_out: Mutex::new(Vec::new()),
+            parsed: Mutex::new(Vec::new()),
         }
     }
 
@@ -108,6 +110,14 @@ impl Applicability {
     /// The scenarios left out so far.
     pub fn not_applicable(&self) -> Vec<NotApplicable> {
         self.left_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Every scenario parsed, before filters (feature path, name as the run prints it).
+    pub fn parsed(&self) -> Vec<(String, String)> {
+        self.parsed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -142,7 +152,13 @@ impl Applicability {
         background: &[Step],
         scenario: Scenario,
     ) -> Option<Scenario> {
-        let all: Vec<&Step> = background.iter().chain(&scenario.steps).collect();
+        let steps: Vec<Step> = background.iter().chain(&scenario.steps).cloned().collect();
+        let all: Vec<&Step> = steps.iter().collect();
+        let scenario = self.adapt_runtimes(&all, scenario);
+        self.parsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((path.to_owned(), scenario.name.clone()));
         if let Some(surface) = self.undeclared_surface(&all) {
             let mut left_out = self.left_out.lock().unwrap_or_else(|p| p.into_inner());
             left_out.push(NotApplicable {
@@ -154,11 +170,16 @@ impl Applicability {
             });
             return None;
         }
-        let undeclared = self.undeclared_runtimes(&all);
+        Some(scenario)
+    }
+
+    fn adapt_runtimes(&self, steps: &[&Step], scenario: Scenario) -> Scenario {
+        let undeclared = self.undeclared_runtimes(steps);
         if undeclared.is_empty() {
-            return Some(scenario);
+            scenario
+        } else {
+            self.expect_unsupported(scenario, &undeclared)
         }
-        Some(self.expect_unsupported(scenario, &undeclared))
     }
 
     fn undeclared_surface(&self, steps: &[&Step]) -> Option<&'static str> {

@@ -18,6 +18,10 @@ pub enum Verdict {
     /// The implementation answered outside the driver protocol (not JSON, off the schema,
     /// another version): nothing about conformance could be judged.
     ProtocolViolation,
+    /// It failed, as the expectations file says it does.
+    ExpectedFailure,
+    /// It passed, but the expectations file says it fails: the entry must go.
+    UnexpectedPass,
 }
 
 impl Verdict {
@@ -28,6 +32,8 @@ impl Verdict {
             Verdict::Failed => "failed",
             Verdict::Skipped => "skipped",
             Verdict::ProtocolViolation => "protocol_violation",
+            Verdict::ExpectedFailure => "expected_failure",
+            Verdict::UnexpectedPass => "unexpected_pass",
         }
     }
 }

@@ -44,8 +44,6 @@ pub struct SuiteOptions {
 pub struct SuiteReport {
     /// Per-feature records.
     pub record: RunRecord,
-    /// True when cucumber saw a failed or skipped step, a parse error or a hook error.
-    pub failed: bool,
     /// Scenarios the capability profile left out, with the reason.
     pub not_applicable: Vec<applicability::NotApplicable>,
 }
@@ -61,6 +59,10 @@ pub struct Counts {
     pub skipped: usize,
     /// The implementation answered outside the driver protocol.
     pub violations: usize,
+    /// Failed as the expectations file says.
+    pub expected_failures: usize,
+    /// Passed although the expectations file says they fail.
+    pub unexpected_passes: usize,
 }
 
 impl SuiteReport {
@@ -73,9 +75,61 @@ impl SuiteReport {
                 Verdict::Failed => counts.failed += 1,
                 Verdict::Skipped => counts.skipped += 1,
                 Verdict::ProtocolViolation => counts.violations += 1,
+                Verdict::ExpectedFailure => counts.expected_failures += 1,
+                Verdict::UnexpectedPass => counts.unexpected_passes += 1,
             }
         }
         counts
+    }
+
+    /// Whether the run fails: a scenario failed (unexpectedly), a step matched nothing, an
+    /// expected failure passed, or a feature did not parse.
+    pub fn fails(&self) -> bool {
+        let c = self.counts();
+        c.failed + c.skipped + c.unexpected_passes + c.violations > 0
+            || !self.record.parse_errors.is_empty()
+    }
+
+    /// Applies an implementation's known failures: a failed scenario it lists becomes an
+    /// expected failure, a passed one an unexpected pass. Returns the entries that name no
+    /// scenario of the features (`all`: every scenario parsed, before filters).
+    pub fn apply_expectations<'e>(
+        &mut self,
+        expectations: &'e rewind_conformance::expectations::Expectations,
+        all: &[(String, String)],
+    ) -> Vec<&'e rewind_conformance::expectations::Expectation> {
+        for (path, feature) in &mut self.record.features {
+            for scenario in &mut feature.scenarios {
+                let Some(entry) = expectations.find(path, &scenario.name) else {
+                    continue;
+                };
+                match scenario.verdict {
+                    Verdict::Failed => {
+                        scenario.verdict = Verdict::ExpectedFailure;
+                        scenario.failure = Some(format!(
+                            "expected to fail ({}): {}",
+                            entry.reason,
+                            scenario.failure.as_deref().unwrap_or("failed")
+                        ));
+                    }
+                    Verdict::Passed => {
+                        scenario.verdict = Verdict::UnexpectedPass;
+                        scenario.failure = Some(format!(
+                            "passed, but {} lists it as failing ({}): remove the entry at line {}",
+                            entry.at.path.display(),
+                            entry.reason,
+                            entry.at.line
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        expectations
+            .entries
+            .iter()
+            .filter(|e| !all.iter().any(|(path, name)| e.matches(path, name)))
+            .collect()
     }
 
     /// Marks the scenarios (by feature path and line) that met protocol violations.
@@ -146,6 +200,8 @@ pub async fn run_suite(
             let key = (collector::feature_path(feature), scenario.position.line);
             Box::pin(async move {
                 if let Some(world) = world {
+                    // Tear down first: the detach is a call too, and its violations count.
+                    world.teardown().await;
                     let seen = world.violations.list();
                     if let (false, Ok(ctx)) = (seen.is_empty(), world::context()) {
                         if let Ok(mut all) = ctx.violations.lock() {
@@ -157,7 +213,6 @@ pub async fn run_suite(
                             results.push((cell, passed));
                         }
                     }
-                    world.teardown().await;
                 }
             })
         })
@@ -175,14 +230,28 @@ pub async fn run_suite(
     }
     let writer = cucumber.run(&options.features).await;
     let _ = std::io::stdout().flush();
-    let failed = writer.execution_has_failed();
+    // Verdicts decide (expected failures are failed steps too); cucumber's own count only
+    // tells whether something failed outside every scenario.
+    let outside = writer.execution_has_failed()
+        && record
+            .lock()
+            .map(|r| {
+                r.features
+                    .values()
+                    .flat_map(|f| &f.scenarios)
+                    .all(|s| s.verdict == Verdict::Passed)
+                    && r.parse_errors.is_empty()
+            })
+            .unwrap_or(false);
+    if outside {
+        anyhow::bail!("the run failed outside every scenario (a hook or the runner itself)");
+    }
     let record = record
         .lock()
         .map(|r| r.clone())
         .unwrap_or_else(|p| p.into_inner().clone());
     Ok(SuiteReport {
         record,
-        failed,
         not_applicable: context
             .applicability
             .not_applicable()
