@@ -34,6 +34,8 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [ -n "$url" ] || { echo "http-driver: the server did not say where it listens"; exit 1; }
+echo "http-driver: smoke checks against $url"
+"$harness" smoke --sut "$url"
 echo "http-driver: the suite over HTTP against $url"
 started=$(date +%s)
 status=0

@@ -61,6 +61,22 @@ enum Command {
     Coverage(CoverageArgs),
     /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
     Compare(CompareArgs),
+    /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
+    /// trivial rewind, its events, detach.
+    Smoke(SmokeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SmokeArgs {
+    /// The server's base URL (`http://127.0.0.1:8080`), or `reference`.
+    #[arg(long, env = "REWIND_SUT_URL", value_parser = parse_sut)]
+    sut: SutTarget,
+    /// Use the PostgreSQL server at this URL instead of an embedded one.
+    #[arg(long, env = "REWIND_DATABASE_URL")]
+    database_url: Option<String>,
+    /// How long the harness waits for one call, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    request_timeout: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +213,10 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => {
             crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
         }
+        Command::Smoke(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(smoke(args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
         Command::Run(args) => match tokio::runtime::Runtime::new() {
             Ok(runtime) => runtime.block_on(run(*args)),
             Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
@@ -278,6 +298,32 @@ async fn connect_sut(
             }
         ))),
     }
+}
+
+async fn smoke(args: SmokeArgs) -> anyhow::Result<Outcome> {
+    let timeout = Duration::from_secs(args.request_timeout);
+    let sut: Arc<dyn SystemUnderTest> = match &args.sut {
+        SutTarget::Reference => Arc::new(ReferenceSut::default()),
+        SutTarget::Http(url) => Arc::new(HttpSut::new(url, timeout)?),
+    };
+    let choice = match args.database_url {
+        Some(url) => PostgresChoice::Url(url),
+        None => PostgresChoice::Embedded,
+    };
+    let limits = Limits {
+        restore_timeout_ms: 5000,
+        request_timeout_ms: args.request_timeout * 1000,
+    };
+    Ok(
+        match crate::smoke::smoke(sut.as_ref(), &choice, limits).await? {
+            crate::smoke::SmokeOutcome::Passed => {
+                println!("smoke: the server speaks the protocol; run the suite with `run --sut`");
+                Outcome::Passed
+            }
+            crate::smoke::SmokeOutcome::Failed => Outcome::Failed,
+            crate::smoke::SmokeOutcome::ProtocolViolation => Outcome::ProtocolViolation,
+        },
+    )
 }
 
 fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {

@@ -2,6 +2,7 @@
 
 mod cli;
 mod results;
+mod smoke;
 mod suite;
 
 fn main() -> std::process::ExitCode {
