@@ -152,7 +152,7 @@ struct RunArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     request_timeout: u64,
     /// How long the implementation may spend on one agent's native restore, in milliseconds
-    /// (handed to it at attach; the hang faults last longer than this).
+    /// (handed to it at attach; a planted hang fault never answers, so this limit ends it).
     #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
     restore_timeout_ms: u64,
     /// The implementation's capability profile (YAML: `runtimes`, `surfaces`); default: the

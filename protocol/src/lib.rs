@@ -85,7 +85,8 @@ pub struct DatabaseTarget {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
     /// How long one agent's native restore (start, calls and verifying read-back) may take
-    /// before the implementation gives up on it and fails the rewind. Hang faults last longer.
+    /// before the implementation gives up on it and fails the rewind. A planted hang fault never
+    /// answers: only this limit ends the call.
     pub restore_timeout_ms: u64,
     /// How long the harness waits for any one call before it fails the scenario.
     pub request_timeout_ms: u64,
@@ -227,8 +228,15 @@ pub struct PrunedPoints {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadStateAnswer {
-    /// The read state, or `null` when the user is not a member of the scope.
+    /// The read state, or `null` when the user is not a member of the scope (required).
+    #[schemars(required, schema_with = "nullable_read_state")]
     pub read_state: Option<ReadState>,
+}
+
+/// `ReadState` or `null`: the field must be present either way.
+fn nullable_read_state(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let state = generator.subschema_for::<ReadState>();
+    schemars::json_schema!({ "anyOf": [state, { "type": "null" }] })
 }
 
 /// A member's read position as the read API reports it.

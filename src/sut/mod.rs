@@ -40,7 +40,7 @@ pub enum SutError {
         detail: String,
     },
     /// The implementation answered `call` with something the protocol does not allow: not
-    /// JSON, off the schema, or a status the endpoint never answers with.
+    /// JSON, off the schema, or a status that is neither success nor error (1xx, 3xx).
     #[error("protocol violation in `{call}`: {detail}\n  body: {body}")]
     Protocol {
         /// The call (`POST /v1/sessions/{id}/rewind`).

@@ -18,8 +18,15 @@ async fn scope_of(world: &RewindWorld, message_id: &str) -> anyhow::Result<Strin
         .ok_or_else(|| anyhow!("message `{message_id}` is not in the scenario's conversation"))
 }
 
-/// How long a rewind may take before the harness calls it hung.
-pub(crate) const REWIND_TIMEOUT: Duration = Duration::from_secs(35);
+/// How long a rewind may take before the harness calls it hung: a little longer than one call
+/// may take (`--request-timeout`, 30 s by default), so that a server's time-out is reported by
+/// the call that timed out.
+fn rewind_timeout() -> Duration {
+    let request = crate::suite::world::context()
+        .map(|c| Duration::from_millis(c.limits.request_timeout_ms))
+        .unwrap_or(Duration::from_secs(30));
+    request + Duration::from_secs(5)
+}
 
 /// Remembers the database and the statement-log position before an operation.
 async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {
@@ -43,13 +50,14 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
         mark_before(world).await?;
     }
     let api = Arc::clone(&world.attached()?.api);
-    let response = tokio::time::timeout(REWIND_TIMEOUT, api.rewind(&request))
+    let limit = rewind_timeout();
+    let response = tokio::time::timeout(limit, api.rewind(&request))
         .await
         .map_err(|_| {
             anyhow!(
                 "the rewind did not answer within {}s (is it waiting on another operation \
                  instead of refusing?)",
-                REWIND_TIMEOUT.as_secs()
+                limit.as_secs()
             )
         })??;
     world.last = Some((request, response));
@@ -81,12 +89,13 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
         .started
         .take()
         .ok_or_else(|| anyhow!("no rewind was started in the background"))?;
-    let response = tokio::time::timeout(REWIND_TIMEOUT, task)
+    let limit = rewind_timeout();
+    let response = tokio::time::timeout(limit, task)
         .await
         .map_err(|_| {
             anyhow!(
                 "the started rewind did not finish within {}s",
-                REWIND_TIMEOUT.as_secs()
+                limit.as_secs()
             )
         })?
         .context("the started rewind panicked")??;
