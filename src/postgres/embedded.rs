@@ -310,9 +310,16 @@ fn reap_stale_clusters(bindir: &Path) {
             continue;
         }
         let dir = entry.path();
+        // A cluster being created has no `owner.pid` yet: its name (`rewind-pg-<pid>-<uuid>`)
+        // also names its owner, so a concurrent run does not reap it from under its creator.
         let owner = std::fs::read_to_string(dir.join("owner.pid"))
             .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok());
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .or_else(|| {
+                let rest = name.to_string_lossy();
+                let rest = rest.strip_prefix(DIR_PREFIX)?;
+                rest.split('-').next()?.parse::<i32>().ok()
+            });
         let alive = owner.is_some_and(process_alive);
         if !alive {
             tracing::info!(dir = %dir.display(), "reaping a stale embedded cluster");
@@ -390,6 +397,23 @@ mod tests {
                 assert!(text.contains("PG_BIN") && text.contains("--database-url"));
             }
         }
+    }
+
+    #[test]
+    fn a_cluster_without_its_pid_file_yet_is_not_reaped_while_its_owner_runs() {
+        let dir = std::env::temp_dir().join(format!(
+            "{DIR_PREFIX}{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("a cluster directory");
+        reap_stale_clusters(Path::new("/nonexistent"));
+        let kept = dir.exists();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            kept,
+            "a concurrent start reaped a cluster that is being created"
+        );
     }
 
     #[tokio::test]
