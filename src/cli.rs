@@ -106,6 +106,29 @@ enum SutTarget {
     Http(String),
 }
 
+impl SutTarget {
+    /// How reports name it.
+    fn label(&self) -> &str {
+        match self {
+            SutTarget::Http(url) => url,
+            SutTarget::Reference => "reference",
+        }
+    }
+
+    /// The implementation; the reference stands in for a deployment with exactly `runtimes`
+    /// (`None`: all it knows).
+    fn make(
+        &self,
+        runtimes: Option<Vec<String>>,
+        request_timeout: Duration,
+    ) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
+        Ok(match self {
+            SutTarget::Reference => Arc::new(ReferenceSut::new(runtimes)),
+            SutTarget::Http(url) => Arc::new(HttpSut::new(url, request_timeout)?),
+        })
+    }
+}
+
 fn parse_sut(text: &str) -> Result<SutTarget, String> {
     if text == "reference" {
         return Ok(SutTarget::Reference);
@@ -266,13 +289,10 @@ async fn connect_sut(
     profile: &CapabilityProfile,
     request_timeout: Duration,
 ) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
-    let sut: Arc<dyn SystemUnderTest> = match target {
-        // The reference stands in for a deployment with exactly the declared runtimes.
-        SutTarget::Reference => Arc::new(ReferenceSut::new(Some(
-            profile.runtimes.iter().cloned().collect(),
-        ))),
-        SutTarget::Http(url) => Arc::new(HttpSut::new(url, request_timeout)?),
-    };
+    let sut = target.make(
+        Some(profile.runtimes.iter().cloned().collect()),
+        request_timeout,
+    )?;
     match sut.handshake().await {
         Ok(implementation) => {
             tracing::info!(
@@ -284,28 +304,19 @@ async fn connect_sut(
         }
         Err(SutError::Protocol { detail, call, .. }) => Err(HandshakeRefused(format!(
             "the implementation at `{}` is refused: {detail} (`{call}`)",
-            match target {
-                SutTarget::Http(url) => url.as_str(),
-                SutTarget::Reference => "reference",
-            }
+            target.label()
         ))
         .into()),
         Err(e) => Err(anyhow::Error::new(e).context(format!(
             "cannot reach the implementation at `{}` (is its server running?)",
-            match target {
-                SutTarget::Http(url) => url.as_str(),
-                SutTarget::Reference => "reference",
-            }
+            target.label()
         ))),
     }
 }
 
 async fn smoke(args: SmokeArgs) -> anyhow::Result<Outcome> {
     let timeout = Duration::from_secs(args.request_timeout);
-    let sut: Arc<dyn SystemUnderTest> = match &args.sut {
-        SutTarget::Reference => Arc::new(ReferenceSut::default()),
-        SutTarget::Http(url) => Arc::new(HttpSut::new(url, timeout)?),
-    };
+    let sut = args.sut.make(None, timeout)?;
     let choice = match args.database_url {
         Some(url) => PostgresChoice::Url(url),
         None => PostgresChoice::Embedded,

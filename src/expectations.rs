@@ -49,25 +49,7 @@ pub struct Expectations {
 }
 
 /// An expectations file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ExpectationsError {
-    /// The file cannot be read.
-    #[error("cannot read the expectations file `{}`: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// An entry is malformed.
-    #[error("{at}: {message}")]
-    Invalid {
-        /// Where.
-        at: Position,
-        /// What is wrong.
-        message: String,
-    },
-}
+pub type ExpectationsError = crate::input_file::InputFileError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,19 +67,12 @@ struct EntryDoc {
 impl Expectations {
     /// Reads an expectations file.
     pub fn load(path: &Path) -> Result<Self, ExpectationsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ExpectationsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &crate::input_file::read("expectations file", path)?)
     }
 
     /// Parses expectations text; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ExpectationsError> {
-        let doc: Doc = serde_saphyr::from_str(text).map_err(|e| {
-            let (at, message) = crate::fixtures::positioned_yaml_error(path, &e);
-            ExpectationsError::Invalid { at, message }
-        })?;
+        let doc: Doc = crate::input_file::parse_yaml(path, text)?;
         let mut entries: Vec<Expectation> = Vec::new();
         for item in doc.expected_failures {
             let at = Position {

@@ -23,8 +23,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::fixtures::Position;
-
 /// Every runtime id the spec names (spec section 5), each also a cargo feature.
 pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
 
@@ -62,25 +60,7 @@ impl fmt::Display for ProfileSource {
 }
 
 /// A profile file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ProfileError {
-    /// The file cannot be read.
-    #[error("cannot read the capability profile `{}`: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not a profile.
-    #[error("{at}: {message}")]
-    Invalid {
-        /// Where.
-        at: Position,
-        /// What is wrong.
-        message: String,
-    },
-}
+pub type ProfileError = crate::input_file::InputFileError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,35 +106,25 @@ impl CapabilityProfile {
 
     /// Reads a profile file.
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(path, &text)
+        Self::parse(path, &crate::input_file::read("capability profile", path)?)
     }
 
     /// Parses profile text; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ProfileError> {
-        let doc: ProfileDoc = serde_saphyr::from_str(text).map_err(|e| {
-            let (at, message) = crate::fixtures::positioned_yaml_error(path, &e);
-            ProfileError::Invalid { at, message }
-        })?;
+        let doc: ProfileDoc = crate::input_file::parse_yaml(path, text)?;
         let names = |items: Vec<Spanned<String>>, known: &[&str], what: &str| {
             let mut out = BTreeSet::new();
             for item in items {
                 if !known.contains(&item.value.as_str()) {
-                    return Err(ProfileError::Invalid {
-                        at: Position {
-                            path: path.to_path_buf(),
-                            line: item.referenced.line(),
-                            column: item.referenced.column(),
-                        },
-                        message: format!(
+                    return Err(ProfileError::at(
+                        path,
+                        item.referenced,
+                        format!(
                             "unknown {what} `{}` (known {what}s: {})",
                             item.value,
                             known.join(", ")
                         ),
-                    });
+                    ));
                 }
                 out.insert(item.value);
             }

@@ -1,7 +1,7 @@
 //! [`HttpSut`]: drives any implementation that serves driver protocol v1 over HTTP.
 //!
 //! Every answer is checked against the protocol document before it is believed: a body that is
-//! not JSON, does not match its schema, or comes with a status the endpoint never answers with
+//! not JSON, does not match its schema, or comes with a status that is neither success nor error
 //! is a [`SutError::Protocol`] violation, reported with the offending body. A server that does
 //! not answer (refused, closed, or slower than the request time-out) is a
 //! [`SutError::Transport`] failure naming the call. A well-formed driver error (4xx/5xx with a
@@ -89,16 +89,14 @@ impl HttpSut {
             })
     }
 
-    /// Sends one call and checks its answer. `component` names the schema a success body must
-    /// match (`None`: no body).
-    async fn call<T: DeserializeOwned>(
+    /// Sends one call and reads its whole answer; no answer at all is a transport failure.
+    async fn send(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, &str)],
-        body: Option<&(dyn erased::Body + Sync)>,
-        component: Option<&str>,
-    ) -> Result<Option<T>, SutError> {
+        body: Option<Vec<u8>>,
+    ) -> Result<Answer, SutError> {
         let call = format!("{method} {path}");
         let mut request = self
             .client
@@ -111,7 +109,7 @@ impl HttpSut {
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.to_json());
+                .body(body);
         }
         let response = request
             .send()
@@ -122,46 +120,27 @@ impl HttpSut {
             .bytes()
             .await
             .map_err(|e| transport(&call, &e, self.timeout))?;
-        let text = String::from_utf8_lossy(&bytes);
-        if status.is_success() {
-            let Some(component) = component else {
-                return Ok(None);
-            };
-            let value = parse_json(&call, status, &text)?;
-            check(&call, component, &value, &text)?;
-            return serde_json::from_value(value).map(Some).map_err(|e| {
-                violation(
-                    &call,
-                    format!("the answer does not fit `{component}`: {e}"),
-                    &text,
-                )
-            });
+        Ok(Answer {
+            call,
+            status,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    /// One call whose success answer is a body of schema `component`.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+        component: &str,
+    ) -> Result<T, SutError> {
+        let answer = self.send(method, path, query, body).await?;
+        if !answer.status.is_success() {
+            return Err(answer.failure(&self.display_name()));
         }
-        if status.is_client_error() || status.is_server_error() {
-            let value = parse_json(&call, status, &text)?;
-            check(&call, "DriverError", &value, &text).map_err(|e| match e {
-                SutError::Protocol { detail, body, call } => SutError::Protocol {
-                    detail: format!("a {status} answer must carry a `DriverError` body; {detail}"),
-                    body,
-                    call,
-                },
-                other => other,
-            })?;
-            let error: wire::DriverError = serde_json::from_value(value)
-                .map_err(|e| violation(&call, e.to_string(), &text))?;
-            return Err(SutError::Internal {
-                sut: self.display_name(),
-                detail: format!(
-                    "`{call}` answered {status}: {} (code `{}`)",
-                    error.error.message, error.error.code
-                ),
-            });
-        }
-        Err(violation(
-            &call,
-            format!("status {status} is not an answer of this endpoint"),
-            &text,
-        ))
+        answer.body(component)
     }
 
     fn display_name(&self) -> String {
@@ -172,18 +151,63 @@ impl HttpSut {
     }
 }
 
-/// Request bodies of any wire type, serialised once.
-mod erased {
-    /// A serialisable request body.
-    pub trait Body {
-        fn to_json(&self) -> Vec<u8>;
+/// A whole answer, as received.
+struct Answer {
+    call: String,
+    status: StatusCode,
+    text: String,
+}
+
+impl Answer {
+    fn violation(&self, detail: String) -> SutError {
+        violation(&self.call, detail, &self.text)
     }
-    impl<T: serde::Serialize> Body for T {
-        fn to_json(&self) -> Vec<u8> {
-            // Wire types always serialise (no maps with non-string keys, no failing impls).
-            serde_json::to_vec(self).unwrap_or_default()
+
+    fn json(&self) -> Result<serde_json::Value, SutError> {
+        serde_json::from_str(&self.text)
+            .map_err(|e| self.violation(format!("the {} answer is not JSON ({e})", self.status)))
+    }
+
+    /// The body, checked against schema `component` and read as `T`.
+    fn body<T: DeserializeOwned>(&self, component: &str) -> Result<T, SutError> {
+        let value = self.json()?;
+        let contract = Contract::get().map_err(|e| self.violation(e))?;
+        contract
+            .validate(component, &value)
+            .map_err(|e| self.violation(format!("the answer {e}")))?;
+        serde_json::from_value(value)
+            .map_err(|e| self.violation(format!("the answer does not fit `{component}`: {e}")))
+    }
+
+    /// What a non-success answer means: a driver error (4xx/5xx with a `DriverError` body) is
+    /// a failure outside the contract; anything else is a protocol violation.
+    fn failure(&self, sut: &str) -> SutError {
+        let status = self.status;
+        if !status.is_client_error() && !status.is_server_error() {
+            return self.violation(format!("status {status} is not an answer of this endpoint"));
+        }
+        match self.body::<wire::DriverError>("DriverError") {
+            Ok(error) => SutError::Internal {
+                sut: sut.to_owned(),
+                detail: format!(
+                    "`{}` answered {status}: {} (code `{}`)",
+                    self.call, error.error.message, error.error.code
+                ),
+            },
+            Err(SutError::Protocol { detail, body, call }) => SutError::Protocol {
+                detail: format!("a {status} answer must carry a `DriverError` body; {detail}"),
+                body,
+                call,
+            },
+            Err(other) => other,
         }
     }
+}
+
+/// A wire type as a request body.
+fn json_body<T: serde::Serialize>(value: &T) -> Option<Vec<u8>> {
+    // Wire types always serialise (string keys only, no fallible impls).
+    Some(serde_json::to_vec(value).unwrap_or_default())
 }
 
 fn quote(text: &str) -> String {
@@ -206,23 +230,6 @@ fn violation(call: &str, detail: String, body: &str) -> SutError {
         detail,
         body: quote(body),
     }
-}
-
-fn parse_json(call: &str, status: StatusCode, text: &str) -> Result<serde_json::Value, SutError> {
-    serde_json::from_str(text)
-        .map_err(|e| violation(call, format!("the {status} answer is not JSON ({e})"), text))
-}
-
-fn check(
-    call: &str,
-    component: &str,
-    value: &serde_json::Value,
-    text: &str,
-) -> Result<(), SutError> {
-    let contract = Contract::get().map_err(|e| violation(call, e, text))?;
-    contract
-        .validate(component, value)
-        .map_err(|e| violation(call, format!("the answer {e}"), text))
 }
 
 fn transport(call: &str, error: &reqwest::Error, timeout: Duration) -> SutError {
@@ -261,59 +268,34 @@ impl SystemUnderTest for HttpSut {
 
     async fn handshake(&self) -> Result<wire::Implementation, SutError> {
         let path = wire::HANDSHAKE_PATH;
-        let call = format!("GET {path}");
-        let response = self
-            .client
-            .get(self.url(path)?)
-            .timeout(self.timeout)
-            .send()
-            .await
-            .map_err(|e| transport(&call, &e, self.timeout))?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| transport(&call, &e, self.timeout))?;
-        if !status.is_success() {
-            return Err(violation(
-                &call,
-                format!(
-                    "answered {status}: this is not a rewind driver server (every driver server \
-                     answers `GET {path}`)"
-                ),
-                &text,
-            ));
+        let answer = self.send(Method::GET, path, &[], None).await?;
+        if !answer.status.is_success() {
+            return Err(answer.violation(format!(
+                "answered {}: this is not a rewind driver server (every driver server answers \
+                 `GET {path}`)",
+                answer.status
+            )));
         }
-        let value = parse_json(&call, status, &text)?;
+        let value = answer.json()?;
         // Name and version first, so that another version is refused with one clear line even
         // when its handshake has other fields.
         let protocol = value.get("protocol").and_then(|p| p.as_str());
         if protocol != Some(wire::PROTOCOL) {
-            return Err(violation(
-                &call,
-                format!(
-                    "the server speaks `{}`, not `{}`",
-                    protocol.unwrap_or("?"),
-                    wire::PROTOCOL
-                ),
-                &text,
-            ));
+            return Err(answer.violation(format!(
+                "the server speaks `{}`, not `{}`",
+                protocol.unwrap_or("?"),
+                wire::PROTOCOL
+            )));
         }
         let version = value.get("version").and_then(|v| v.as_u64());
         if version != Some(u64::from(wire::VERSION)) {
-            return Err(SutError::Protocol {
-                call,
-                detail: format!(
-                    "the server speaks driver protocol version {}; this harness speaks version {}",
-                    version.map_or_else(|| "?".to_owned(), |v| v.to_string()),
-                    wire::VERSION
-                ),
-                body: quote(&text),
-            });
+            return Err(answer.violation(format!(
+                "the server speaks driver protocol version {}; this harness speaks version {}",
+                version.map_or_else(|| "?".to_owned(), |v| v.to_string()),
+                wire::VERSION
+            )));
         }
-        check(&call, "Handshake", &value, &text)?;
-        let handshake: wire::Handshake =
-            serde_json::from_value(value).map_err(|e| violation(&call, e.to_string(), &text))?;
+        let handshake: wire::Handshake = answer.body("Handshake")?;
         let _ = self.name.set(handshake.implementation.name.clone());
         Ok(handshake.implementation)
     }
@@ -324,11 +306,10 @@ impl SystemUnderTest for HttpSut {
                 Method::POST,
                 "/v1/sessions",
                 &[],
-                Some(request),
-                Some("Session"),
+                json_body(request),
+                "Session",
             )
-            .await?
-            .ok_or_else(|| violation("POST /v1/sessions", "no body".to_owned(), ""))?;
+            .await?;
         Ok(Box::new(HttpApi {
             sut: self.clone(),
             prefix: format!("/v1/sessions/{}", session.session_id),
@@ -346,30 +327,31 @@ impl HttpApi {
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
-        body: Option<&(dyn erased::Body + Sync)>,
+        body: Option<Vec<u8>>,
         component: &str,
     ) -> Result<T, SutError> {
         let path = format!("{}{path}", self.prefix);
         self.sut
-            .call(Method::POST, &path, &[], body, Some(component))
-            .await?
-            .ok_or_else(|| violation(&format!("POST {path}"), "no body".to_owned(), ""))
+            .call(Method::POST, &path, &[], body, component)
+            .await
     }
 }
 
 #[async_trait]
 impl ConversationApi for HttpApi {
     async fn rewind(&self, request: &RewindRequest) -> Result<RewindResponse, SutError> {
-        self.post("/rewind", Some(request), "RewindResponse").await
+        self.post("/rewind", json_body(request), "RewindResponse")
+            .await
     }
 
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {
-        self.post("/messages", Some(message), "SentMessage").await
+        self.post("/messages", json_body(message), "SentMessage")
+            .await
     }
 
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError> {
         let pruned: wire::PrunedPoints = self
-            .post("/recovery-points/prune", Some(request), "PrunedPoints")
+            .post("/recovery-points/prune", json_body(request), "PrunedPoints")
             .await?;
         Ok(pruned.pruned_ids)
     }
@@ -387,15 +369,14 @@ impl ConversationApi for HttpApi {
                 &path,
                 &[("scopeId", scope_id), ("userId", user_id)],
                 None,
-                Some("ReadStateAnswer"),
+                "ReadStateAnswer",
             )
-            .await?
-            .ok_or_else(|| violation(&format!("GET {path}"), "no body".to_owned(), ""))?;
+            .await?;
         Ok(answer.read_state)
     }
 
     async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError> {
-        self.post("/sync", Some(request), "SyncPage").await
+        self.post("/sync", json_body(request), "SyncPage").await
     }
 
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError> {
@@ -404,9 +385,14 @@ impl ConversationApi for HttpApi {
     }
 
     async fn detach(&self) -> Result<(), SutError> {
-        self.sut
-            .call::<serde_json::Value>(Method::DELETE, &self.prefix, &[], None, None)
-            .await
-            .map(|_| ())
+        let answer = self
+            .sut
+            .send(Method::DELETE, &self.prefix, &[], None)
+            .await?;
+        if answer.status.is_success() {
+            Ok(())
+        } else {
+            Err(answer.failure(&self.sut.display_name()))
+        }
     }
 }
