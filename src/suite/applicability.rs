@@ -19,7 +19,7 @@ use cucumber::gherkin::{Feature, Scenario, Step, StepType};
 use cucumber::parser::{self, Parser};
 use futures::{Stream, StreamExt as _};
 use regex::Regex;
-use rewind_conformance::fixtures::{Author, Fixture, Party};
+use rewind_conformance::fixtures::{Author, Fixture, Message, Party};
 use rewind_conformance::profile::{CapabilityProfile, RUNTIMES};
 
 /// A scenario the profile took out of the run.
@@ -295,21 +295,30 @@ pub fn reached_runtimes(fixture: &Fixture, target: &str, scope: Option<&str>) ->
     if scope.is_some_and(|s| s != target.scope) {
         return BTreeSet::new();
     }
+    // Messages an earlier rewind already tombstoned are no longer part of any suffix.
+    let visible = |m: &&Message| {
+        m.metadata
+            .pointer("/messageRecall/status")
+            .and_then(|s| s.as_str())
+            != Some("rewound")
+    };
     let mut suffix: BTreeSet<&str> = messages()
+        .filter(visible)
         .filter(|m| m.scope == target.scope && m.seq >= target.seq)
         .map(|m| m.id.as_str())
         .collect();
-    // Reply threads forked from the suffix cascade (spec section 4).
+    // Live reply threads forked from the suffix cascade (spec section 4).
     loop {
         let forks: Vec<&str> = fixture
             .scopes
             .iter()
+            .filter(|s| s.archived_at.is_none())
             .filter(|s| {
                 s.parent
                     .as_ref()
                     .is_some_and(|p| suffix.contains(p.message.as_str()))
             })
-            .flat_map(|s| s.messages.iter().map(|m| m.id.as_str()))
+            .flat_map(|s| s.messages.iter().filter(visible).map(|m| m.id.as_str()))
             .filter(|id| !suffix.contains(id))
             .collect();
         if forks.is_empty() {
@@ -389,6 +398,40 @@ mod tests {
         assert_eq!(reached_runtimes(agents, "no-such-message", None), set(&[]));
         let humans = &fixtures["dm-two-humans"];
         assert_eq!(reached_runtimes(humans, "h-m4", None), set(&[]));
+    }
+
+    #[test]
+    fn tombstones_and_archived_threads_reach_nobody() {
+        let text = r#"
+description: An agent whose only messages in the suffix are already gone.
+workspace: {id: ws, name: W}
+humans: [{id: alice, name: Alice}]
+machines: [{id: m, name: M}]
+agents: [{id: cody, name: Cody, runtime: codex, machine: m}]
+scopes:
+  - id: dm
+    kind: dm
+    name: dm
+    members: [{human: alice, role: owner}, {agent: cody}]
+    messages:
+      - {id: m-1, human: alice, content: "one"}
+      - {id: m-2, human: alice, content: "two"}
+      - {id: m-3, agent: cody, content: "", metadata: {messageRecall: {status: rewound, rewoundAt: "2026-01-01T00:00:00Z"}}}
+  - id: thread
+    kind: reply_thread
+    name: thread
+    parent: {scope: dm, message: m-2}
+    archived: true
+    members: [{human: alice}, {agent: cody}]
+    messages:
+      - {id: t-1, agent: cody, content: "in an archived thread"}
+"#;
+        let fixture = rewind_conformance::fixtures::parse_fixture(
+            std::path::Path::new("inline.yaml"),
+            text,
+        )
+        .expect("the inline fixture is valid");
+        assert_eq!(reached_runtimes(&fixture, "m-2", None), set(&[]));
     }
 
     #[test]
