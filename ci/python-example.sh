@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run the whole suite against the Python example implementation (protocol/examples/python),
+# with the capability profile it declares: a second implementation, written from the spec and
+# the protocol alone, must pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+example=protocol/examples/python
+if ! python3 -c 'import psycopg' 2>/dev/null; then
+    echo "python-example: installing $(tr '\n' ' ' < "$example/requirements.txt")"
+    python3 -m pip install --quiet --disable-pip-version-check -r "$example/requirements.txt"
+fi
+cargo build --bin rewind-conformance -p rewind-conformance
+ci/run-against-server.sh python-example --profile "$example/profile.yaml" -- \
+    python3 "$example/adapter.py" --listen 127.0.0.1:0
