@@ -187,7 +187,7 @@ struct RunArgs {
     #[arg(long, env = "REWIND_EXPECTATIONS", value_name = "FILE")]
     expectations: Option<PathBuf>,
     /// Write every scenario's outcome here as JSON (see `compare`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "REWIND_JSON", value_name = "FILE")]
     json: Option<PathBuf>,
     /// Only scenarios matching this tag expression (e.g. `@rule:init.human-only`).
     #[arg(short = 't', long)]
