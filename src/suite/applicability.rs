@@ -426,11 +426,9 @@ scopes:
     messages:
       - {id: t-1, agent: cody, content: "in an archived thread"}
 "#;
-        let fixture = rewind_conformance::fixtures::parse_fixture(
-            std::path::Path::new("inline.yaml"),
-            text,
-        )
-        .expect("the inline fixture is valid");
+        let fixture =
+            rewind_conformance::fixtures::parse_fixture(std::path::Path::new("inline.yaml"), text)
+                .expect("the inline fixture is valid");
         assert_eq!(reached_runtimes(&fixture, "m-2", None), set(&[]));
     }
 
