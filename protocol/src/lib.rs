@@ -59,14 +59,23 @@ pub struct Implementation {
 }
 
 /// `POST /v1/sessions`: points the implementation at one scenario's database and mock runtimes.
+///
+/// What the harness guarantees about them, and what it does not, is part of the contract
+/// (IMPLEMENTING.md, "What the harness guarantees, and what it does not"): the database is the
+/// session's own, migrated and seeded, but the harness itself may write to it between calls; the
+/// runtime endpoints reach the agents' existing sessions, under faults a scenario may plant; the
+/// OpenCode server is not guaranteed to be context-only; the limits bound every restore and
+/// every call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttachRequest {
     /// The scenario's database, already migrated to the spec schema and seeded.
     pub database: DatabaseTarget,
-    /// Where the scenario's (mock) agent runtimes are.
+    /// Where the scenario's (mock) agent runtimes are, valid for this session only (a re-attach
+    /// hands over new ones).
     pub runtimes: RuntimeEndpoints,
-    /// Time budgets the implementation must keep inside the harness's own time-outs.
+    /// Time budgets: each runtime restore must give up within `restoreTimeoutMs`, so that every
+    /// answer arrives within `requestTimeoutMs`.
     pub limits: Limits,
 }
 
@@ -80,15 +89,20 @@ pub struct DatabaseTarget {
     pub name: String,
 }
 
-/// Time budgets handed to the implementation.
+/// Time budgets handed to the implementation, from the harness's `--restore-timeout-ms` and
+/// `--request-timeout` options (the same values whichever way the implementation is driven).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
-    /// How long one agent's native restore (start, calls and verifying read-back) may take
-    /// before the implementation gives up on it and fails the rewind. A planted hang fault never
-    /// answers: only this limit ends the call.
+    /// The budget of each runtime restore call: how long one agent's native restore (process
+    /// start, calls and verifying read-back) may take before the implementation gives up on it,
+    /// stops it, and fails the rewind. A planted hang fault never answers: only this limit ends
+    /// the call. `--restore-timeout-ms`, 5000 by default.
     pub restore_timeout_ms: u64,
-    /// How long the harness waits for any one call before it fails the scenario.
+    /// The harness's per-request time-out: how long it waits for the complete answer to any one
+    /// call before it fails the scenario (`--request-timeout` in seconds, times 1000; 30000 by
+    /// default). A rewind step gives up 5 s after it. Every restore of a rewind, bounded by
+    /// `restoreTimeoutMs`, plus the rest of the operation must fit inside it.
     pub request_timeout_ms: u64,
 }
 
@@ -103,22 +117,43 @@ pub struct Session {
 /// How an implementation reaches the (mock) agent runtimes of a scenario: the programs a daemon
 /// spawns and the server it calls, with the environment that points them at the scenario's
 /// runtime state. The programs are on the harness's machine: the server must run there too.
+///
+/// The agents' sessions named by the fixture's recovery points already exist behind these
+/// endpoints. Nothing is running for the implementation except the OpenCode server; no call
+/// may be made at attach. Any call may meet a fault a scenario planted (an error, a hang, a
+/// "success" without effect, an unknown session, a busy session, a crash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuntimeEndpoints {
-    /// The `codex` program (started as `codex app-server`).
+    /// The `codex` program. Started with `codexArgs` (`codex app-server`) and `codexEnv`, it
+    /// serves the Codex app-server JSON-RPC over stdin/stdout. No app-server is running: the
+    /// implementation starts its own for each restore and stops it afterwards. Each spawn is a
+    /// fresh process that reads the threads from `CODEX_HOME`; the threads are the agents'
+    /// existing sessions (the `threadId` of each codex recovery point). The release is not
+    /// guaranteed: a scenario may hand over one without `thread/rollback`.
     pub codex_program: PathBuf,
     /// Its arguments (`["app-server"]`).
     pub codex_args: Vec<String>,
-    /// Environment variables to set for it (`CODEX_HOME`).
+    /// Environment variables to add for it, every one (`CODEX_HOME`, sometimes
+    /// `REWIND_MOCK_CODEX_VERSION`).
     pub codex_env: BTreeMap<String, String>,
-    /// The `claude` program.
+    /// The `claude` program: the Claude Code CLI, one process per run (stream-json). The harness
+    /// does not prescribe how a session is restored with it; note that a real CLI applies
+    /// `--resume-session-at` only together with a following prompt.
     pub claude_program: PathBuf,
-    /// Environment variables to set for it (`CLAUDE_CONFIG_DIR`).
+    /// Environment variables to add for it, every one (`CLAUDE_CONFIG_DIR`: the agents' session
+    /// transcripts live under that config dir, in `projects/<slug of claudeCwd>/`).
     pub claude_env: BTreeMap<String, String>,
-    /// The working directory the claude sessions belong to.
+    /// The working directory the claude sessions belong to: run `claude` there.
     pub claude_cwd: PathBuf,
-    /// The OpenCode server's base URL (it also serves `builtin` agents).
+    /// The base URL of an OpenCode server that is already running, started by the harness (not
+    /// by the implementation); it also serves `builtin` agents. It is NOT guaranteed to be
+    /// context-only: a scenario may hand over a server that keeps file snapshots (`GET /config`
+    /// shows `"snapshot": true`). Spec section 5 makes AgentTeam-managed OpenCode context-only
+    /// and the implementation plays AgentTeam's part, so before any revert through this server
+    /// it must make sure the server is context-only (`"snapshot": false`) and otherwise refuse
+    /// the rewind without any `revert` call. A closed port (`http://127.0.0.1:9`) when the
+    /// fixture has no OpenCode or builtin agent.
     pub opencode_url: String,
 }
 
@@ -154,6 +189,10 @@ pub struct RewindRequest {
 
 /// What the implementation answered a rewind with. A spec refusal is an answer, not an error:
 /// it comes back with status 200.
+///
+/// A spec refusal is identified by its section 9 message; its `code` is the implementation's
+/// own. The rule catalog's codes (`features/rules.yaml`) are the reference's, recommended but
+/// not required.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RewindResponse {
@@ -170,9 +209,17 @@ pub enum RewindResponse {
     },
     /// The rewind was refused or failed.
     Refused {
-        /// A stable machine code for the refusal.
+        /// A stable machine code for the refusal, free-form. The harness checks codes for
+        /// consistency within a run: one code per section 9 message, distinct messages distinct
+        /// codes, and no refusal outside section 9 with the code of a section 9 one. A capability
+        /// profile that declares `errorCodes` (catalog rule id `err.*` to code) makes those
+        /// codes required.
         code: String,
-        /// The human-readable message: section 9's exact text where the spec words the refusal.
+        /// The human-readable message: section 9's exact text where the spec words the refusal
+        /// (it identifies the refusal). A failed runtime restore has no section 9 text: any
+        /// message passes except one of section 9's messages for another cause (not own
+        /// message, system message, hot/cold boundary, other human, later reply thread, drift,
+        /// rewind in progress).
         message: String,
         /// The durable operation that recorded the failure, if one was created.
         #[serde(

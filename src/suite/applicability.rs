@@ -7,9 +7,10 @@
 //! - A scenario whose rewind reaches an agent on an undeclared runtime is not skipped: it is
 //!   rewritten to check what the spec requires of an implementation without that runtime, that
 //!   the rewind is refused as unsupported (section 9), changes nothing, and calls no runtime.
-//!   Which agents a rewind reaches is read from the scenario's fixture: the authors of the
-//!   suffix (and of a cascaded reply thread), the agents it was fanned out to, and the agents
-//!   holding a recovery point on it.
+//!   Which agents a rewind reaches is read from the scenario's fixture, as the spec builds the
+//!   suffix ([`reached_runtimes`]): the authors of the suffix's non-rewound messages (and of the
+//!   live reply thread of its tail, the one cascade), the agents they were fanned out to, and
+//!   the agents holding a recovery point on them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -19,7 +20,7 @@ use cucumber::gherkin::{Feature, Scenario, Step, StepType};
 use cucumber::parser::{self, Parser};
 use futures::{Stream, StreamExt as _};
 use regex::Regex;
-use rewind_conformance::fixtures::{Author, Fixture, Message, Party};
+use rewind_conformance::fixtures::{Author, Fixture, Message, Party, Scope};
 use rewind_conformance::profile::{CapabilityProfile, RUNTIMES};
 
 /// A scenario the profile took out of the run.
@@ -286,48 +287,45 @@ impl Applicability {
 }
 
 /// The runtime ids of the agents a rewind of `target` (in `scope`, default its own) reaches,
-/// read from the fixture.
+/// read from the fixture: the agents the spec's related-agent step (section 5, step 2) collects
+/// from the suffix and its cascade.
+///
+/// - The primary suffix is the target and every later *non-rewound* message of its scope
+///   (an earlier rewind's tombstones are no longer part of any suffix).
+/// - Only the live (non-archived) reply thread of the suffix's tail, its last non-rewound
+///   message, cascades (sections 2.1 and 4), with every non-rewound message of that thread.
+/// - A live thread on an earlier suffix message is no cascade: section 4 blocks that rewind
+///   ("a later message has a reply thread"), so nothing in the thread is ever restored and its
+///   agents are not reached. The primary suffix's agents still are: the spec does not order
+///   its guards, so an implementation may refuse such a rewind as unsupported first.
+/// - Archived threads reach nobody, wherever they hang. The cascade is one level deep, as the
+///   spec's cascade boundary (the child scope from seq 1).
 pub fn reached_runtimes(fixture: &Fixture, target: &str, scope: Option<&str>) -> BTreeSet<String> {
-    let messages = || fixture.scopes.iter().flat_map(|s| &s.messages);
-    let Some(target) = messages().find(|m| m.id == target) else {
+    let Some(target) = fixture
+        .scopes
+        .iter()
+        .flat_map(|s| &s.messages)
+        .find(|m| m.id == target)
+    else {
         return BTreeSet::new();
     };
     if scope.is_some_and(|s| s != target.scope) {
         return BTreeSet::new();
     }
-    // Messages an earlier rewind already tombstoned are no longer part of any suffix.
-    let visible = |m: &&Message| {
-        m.metadata
-            .pointer("/messageRecall/status")
-            .and_then(|s| s.as_str())
-            != Some("rewound")
-    };
-    let mut suffix: BTreeSet<&str> = messages()
-        .filter(visible)
-        .filter(|m| m.scope == target.scope && m.seq >= target.seq)
-        .map(|m| m.id.as_str())
-        .collect();
-    // Live reply threads forked from the suffix cascade (spec section 4).
-    loop {
-        let forks: Vec<&str> = fixture
-            .scopes
-            .iter()
-            .filter(|s| s.archived_at.is_none())
-            .filter(|s| {
-                s.parent
-                    .as_ref()
-                    .is_some_and(|p| suffix.contains(p.message.as_str()))
-            })
-            .flat_map(|s| s.messages.iter().filter(visible).map(|m| m.id.as_str()))
-            .filter(|id| !suffix.contains(id))
-            .collect();
-        if forks.is_empty() {
-            break;
+    let primary = visible_from(fixture, &target.scope, target.seq);
+    let mut suffix: BTreeSet<&str> = primary.iter().map(|m| m.id.as_str()).collect();
+    if let Some(tail) = primary.last() {
+        for thread in live_threads_of(fixture, &tail.id) {
+            suffix.extend(
+                visible_from(fixture, &thread.id, 1)
+                    .iter()
+                    .map(|m| m.id.as_str()),
+            );
         }
-        suffix.extend(forks);
     }
     let mut agents: BTreeSet<&str> = BTreeSet::new();
-    for m in messages().filter(|m| suffix.contains(m.id.as_str())) {
+    let messages = fixture.scopes.iter().flat_map(|s| &s.messages);
+    for m in messages.filter(|m| suffix.contains(m.id.as_str())) {
         if let Author::Agent(id) = &m.author {
             agents.insert(id);
         }
@@ -349,6 +347,30 @@ pub fn reached_runtimes(fixture: &Fixture, target: &str, scope: Option<&str>) ->
         .iter()
         .filter(|a| agents.contains(a.id.as_str()))
         .map(|a| a.runtime.clone())
+        .collect()
+}
+
+/// The non-rewound messages of scope `scope` from `from_seq` on, in seq order.
+fn visible_from<'f>(fixture: &'f Fixture, scope: &str, from_seq: i64) -> Vec<&'f Message> {
+    let mut messages: Vec<&Message> = fixture
+        .scopes
+        .iter()
+        .filter(|s| s.id == scope)
+        .flat_map(|s| &s.messages)
+        .filter(|m| m.seq >= from_seq && m.recall_status() != Some("rewound"))
+        .collect();
+    messages.sort_by_key(|m| m.seq);
+    messages
+}
+
+/// The live (non-archived) reply threads forked from message `parent`.
+fn live_threads_of<'f>(fixture: &'f Fixture, parent: &str) -> Vec<&'f Scope> {
+    fixture
+        .scopes
+        .iter()
+        .filter(|s| {
+            s.archived_at.is_none() && s.parent.as_ref().is_some_and(|p| p.message == parent)
+        })
         .collect()
 }
 
@@ -385,6 +407,71 @@ mod tests {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    /// A fixture with one human, the agents `cody` (codex), `clio` (claude), `ode` (opencode)
+    /// and `bix` (builtin), all members of every scope, and `scopes` (YAML list items).
+    fn fixture(scopes: &str, extra: &str) -> Fixture {
+        let text = format!(
+            r#"
+description: inline
+workspace: {{id: ws, name: W}}
+humans: [{{id: alice, name: Alice}}]
+machines: [{{id: m, name: M}}]
+agents:
+  - {{id: cody, name: Cody, runtime: codex, machine: m}}
+  - {{id: clio, name: Clio, runtime: claude, machine: m}}
+  - {{id: ode, name: Ode, runtime: opencode, machine: m}}
+  - {{id: bix, name: Bix, runtime: builtin, machine: m}}
+scopes:
+{scopes}
+{extra}
+"#
+        );
+        rewind_conformance::fixtures::parse_fixture(std::path::Path::new("inline.yaml"), &text)
+            .expect("the inline fixture is valid")
+    }
+
+    const MEMBERS: &str =
+        "[{human: alice, role: owner}, {agent: cody}, {agent: clio}, {agent: ode}, {agent: bix}]";
+
+    /// The metadata of a message an earlier rewind tombstoned.
+    const REWOUND: &str =
+        r#"{messageRecall: {status: rewound, rewoundAt: "2026-01-01T00:00:00Z"}}"#;
+
+    /// YAML list items, one per message (each a flow mapping), indented for `messages:`.
+    fn items(messages: &[String]) -> String {
+        messages.iter().map(|m| format!("      - {m}\n")).collect()
+    }
+
+    fn human(id: &str) -> String {
+        format!("{{id: {id}, human: alice, content: {id}}}")
+    }
+
+    fn agent(id: &str, agent: &str) -> String {
+        format!("{{id: {id}, agent: {agent}, content: {id}}}")
+    }
+
+    fn rewound(id: &str, author: &str) -> String {
+        format!("{{id: {id}, {author}, content: \"\", metadata: {REWOUND}}}")
+    }
+
+    /// The DM `dm` with these messages.
+    fn dm(messages: &[String]) -> String {
+        format!(
+            "  - id: dm\n    kind: dm\n    name: dm\n    members: {MEMBERS}\n    messages:\n{}",
+            items(messages)
+        )
+    }
+
+    /// A reply thread `id` forked from DM message `parent`.
+    fn thread(id: &str, parent: &str, archived: bool, messages: &[String]) -> String {
+        format!(
+            "  - id: {id}\n    kind: reply_thread\n    name: {id}\n    \
+             parent: {{scope: dm, message: {parent}}}\n    archived: {archived}\n    \
+             members: {MEMBERS}\n    messages:\n{}",
+            items(messages)
+        )
+    }
+
     #[test]
     fn a_rewind_reaches_the_runtimes_of_its_suffix_only() {
         let fixtures = shipped();
@@ -401,35 +488,113 @@ mod tests {
     }
 
     #[test]
-    fn tombstones_and_archived_threads_reach_nobody() {
-        let text = r#"
-description: An agent whose only messages in the suffix are already gone.
-workspace: {id: ws, name: W}
-humans: [{id: alice, name: Alice}]
-machines: [{id: m, name: M}]
-agents: [{id: cody, name: Cody, runtime: codex, machine: m}]
-scopes:
-  - id: dm
-    kind: dm
-    name: dm
-    members: [{human: alice, role: owner}, {agent: cody}]
-    messages:
-      - {id: m-1, human: alice, content: "one"}
-      - {id: m-2, human: alice, content: "two"}
-      - {id: m-3, agent: cody, content: "", metadata: {messageRecall: {status: rewound, rewoundAt: "2026-01-01T00:00:00Z"}}}
-  - id: thread
-    kind: reply_thread
-    name: thread
-    parent: {scope: dm, message: m-2}
-    archived: true
-    members: [{human: alice}, {agent: cody}]
-    messages:
-      - {id: t-1, agent: cody, content: "in an archived thread"}
-"#;
-        let fixture =
-            rewind_conformance::fixtures::parse_fixture(std::path::Path::new("inline.yaml"), text)
-                .expect("the inline fixture is valid");
-        assert_eq!(reached_runtimes(&fixture, "m-2", None), set(&[]));
+    fn the_live_thread_of_the_suffix_tail_cascades_in_the_shipped_fixture() {
+        let fixtures = shipped();
+        let agents = &fixtures["runtime-agents"];
+        // `codex-c3` is the tail of its channel; its live thread is where `cody-t` answers.
+        assert_eq!(reached_runtimes(agents, "codex-c3", None), set(&["codex"]));
+        assert_eq!(
+            reached_runtimes(agents, "opencode-c3", None),
+            set(&["opencode"])
+        );
+    }
+
+    #[test]
+    fn a_rewound_agent_message_after_the_target_is_not_in_the_suffix() {
+        // The codex agent's only message after the target is a tombstone of an earlier rewind.
+        let f = fixture(
+            &dm(&[
+                human("m-1"),
+                human("m-2"),
+                rewound("m-3", "agent: cody"),
+                human("m-4"),
+                agent("m-5", "clio"),
+            ]),
+            "",
+        );
+        assert_eq!(reached_runtimes(&f, "m-2", None), set(&["claude"]));
+        assert_eq!(reached_runtimes(&f, "m-4", None), set(&["claude"]));
+        let f = fixture(
+            &dm(&[human("m-1"), human("m-2"), rewound("m-3", "agent: cody")]),
+            "",
+        );
+        assert_eq!(reached_runtimes(&f, "m-2", None), set(&[]));
+    }
+
+    #[test]
+    fn an_archived_thread_under_a_suffix_message_reaches_nobody() {
+        // Archived threads on a middle suffix message and on the tail.
+        let scopes = [
+            dm(&[human("m-1"), human("m-2"), human("m-3")]),
+            thread("th-mid", "m-2", true, &[agent("t-1", "cody")]),
+            thread("th-tail", "m-3", true, &[agent("u-1", "ode")]),
+        ]
+        .concat();
+        let extra = "fanout_outbox:\n  - {message: u-1, agent: bix, status: delivered}\n";
+        let f = fixture(&scopes, extra);
+        assert_eq!(reached_runtimes(&f, "m-2", None), set(&[]));
+        assert_eq!(reached_runtimes(&f, "m-3", None), set(&[]));
+    }
+
+    #[test]
+    fn a_live_thread_on_an_earlier_suffix_message_is_no_cascade() {
+        // `m-2` has a live thread but is not the suffix's tail: the spec refuses that rewind for
+        // the fork, so nothing in the thread is restored and its agents are not reached. The
+        // primary suffix's agents still are (the spec does not order the guards).
+        let scopes = [
+            dm(&[human("m-1"), human("m-2"), agent("m-3", "clio")]),
+            thread(
+                "th-mid",
+                "m-2",
+                false,
+                &[human("t-1"), agent("t-2", "cody")],
+            ),
+        ]
+        .concat();
+        let extra = "fanout_outbox:\n  - {message: t-1, agent: ode, status: delivered}\n";
+        let f = fixture(&scopes, extra);
+        assert_eq!(reached_runtimes(&f, "m-2", None), set(&["claude"]));
+        assert_eq!(reached_runtimes(&f, "m-1", None), set(&["claude"]));
+        // A rewind inside the thread reaches its agents: there the thread is the primary scope.
+        assert_eq!(
+            reached_runtimes(&f, "t-1", None),
+            set(&["codex", "opencode"])
+        );
+    }
+
+    #[test]
+    fn the_live_thread_of_the_tail_cascades_with_its_visible_messages_only() {
+        // The tail `m-3` has a live thread: its non-rewound messages join the suffix, with their
+        // authors and fanout recipients.
+        let scopes = [
+            dm(&[human("m-1"), human("m-2"), human("m-3")]),
+            thread(
+                "th-tail",
+                "m-3",
+                false,
+                &[
+                    human("t-1"),
+                    rewound("t-2", "agent: cody"),
+                    agent("t-3", "clio"),
+                ],
+            ),
+        ]
+        .concat();
+        let extra = "fanout_outbox:\n  - {message: t-1, agent: ode, status: delivered}\n";
+        let f = fixture(&scopes, extra);
+        let both = set(&["claude", "opencode"]);
+        assert_eq!(reached_runtimes(&f, "m-2", None), both);
+        assert_eq!(reached_runtimes(&f, "m-3", None), both);
+        // A tombstone is no tail: the tail of `m-1`'s suffix is `m-2`, whose thread cascades.
+        let scopes = [
+            dm(&[human("m-1"), human("m-2"), rewound("m-3", "human: alice")]),
+            thread("th-mid", "m-2", false, &[agent("t-1", "cody")]),
+        ]
+        .concat();
+        assert_eq!(
+            reached_runtimes(&fixture(&scopes, ""), "m-1", None),
+            set(&["codex"])
+        );
     }
 
     #[test]
