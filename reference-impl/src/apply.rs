@@ -9,16 +9,48 @@ use sqlx::{Acquire, PgPool};
 
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::lifecycle;
+use crate::messages::{self, NewMessage, Posted};
 use crate::plan::{load_suffix, RewindPlan};
+use crate::realtime;
 use crate::recompute;
 use crate::scrub;
+use crate::variant::Variant;
 
-/// Applies `plan` for `operation_id`; returns the ids it tombstoned.
+/// The tombstone metadata: `messageRecall.status = "rewound"` and `rewoundAt`, which sits inside
+/// `messageRecall` ([`Variant::Recommended`]) or at the top level ([`Variant::Alternative`]).
+const TOMBSTONE_SQL: &str = "UPDATE scope_messages SET content = '', \
+     metadata = jsonb_build_object('messageRecall', jsonb_build_object( \
+       'status', 'rewound', \
+       'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))) \
+     WHERE id = ANY($1)";
+const TOMBSTONE_TOP_LEVEL_AT_SQL: &str = "UPDATE scope_messages SET content = '', \
+     metadata = jsonb_build_object( \
+       'messageRecall', jsonb_build_object('status', 'rewound'), \
+       'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')) \
+     WHERE id = ANY($1)";
+
+/// What an apply did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// Every message it tombstoned (primary suffix first, then the cascades).
+    pub rewound_message_ids: Vec<String>,
+    /// [`Variant::Alternative`]: the rewind notice it wrote inside the transaction, and where
+    /// the notice landed (the recommended variant writes the notice after the commit).
+    pub notice: Option<(NewMessage, Posted)>,
+}
+
+/// Applies `plan` for `operation_id`.
+///
+/// Under [`Variant::Alternative`] the rewind notice is written in this transaction, after the
+/// scope's recompute (so read cursors are clamped to the surviving messages) and before the
+/// reply-thread summary: it then counts as a reply, and it marks message sync dirty like any new
+/// message ([`recompute::mark_sync_dirty`]).
 pub async fn apply_rewind(
     pool: &PgPool,
     plan: &RewindPlan,
     operation_id: &str,
-) -> Result<Vec<String>, RewindError> {
+    variant: Variant,
+) -> Result<Applied, RewindError> {
     let mut tx = pool.begin().await.db("beginning the apply transaction")?;
     let conn = tx.acquire().await.db("acquiring the apply connection")?;
 
@@ -62,20 +94,18 @@ pub async fn apply_rewind(
     }
 
     let ids = plan.boundary.all_message_ids();
-    scrub::scrub_suffix_facts(conn, &ids).await?;
+    scrub::scrub_suffix_facts(conn, &ids, variant).await?;
     // The transcript row is the read-visibility authority, so it is written last among the
     // suffix facts.
-    sqlx::query(
-        "UPDATE scope_messages SET content = '', \
-         metadata = jsonb_build_object('messageRecall', jsonb_build_object( \
-           'status', 'rewound', \
-           'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))) \
-         WHERE id = ANY($1)",
-    )
-    .bind(&ids)
-    .execute(&mut *conn)
-    .await
-    .db("tombstoning the suffix")?;
+    let tombstone = match variant {
+        Variant::Recommended => TOMBSTONE_SQL,
+        Variant::Alternative => TOMBSTONE_TOP_LEVEL_AT_SQL,
+    };
+    sqlx::query(tombstone)
+        .bind(&ids)
+        .execute(&mut *conn)
+        .await
+        .db("tombstoning the suffix")?;
 
     for cascade in &plan.boundary.cascades {
         sqlx::query("UPDATE scopes SET archived_at = now() WHERE id = $1")
@@ -87,11 +117,29 @@ pub async fn apply_rewind(
         recompute::recompute_reply_summary(conn, &cascade.parent_message_id).await?;
     }
     recompute::recompute_scope(conn, primary.scope_id.as_str()).await?;
+    // Alternative: the notice is written here, after the read cursors were clamped to the tail
+    // of the surviving messages (a clamp against a tail that includes the notice would lower no
+    // cursor) and before the reply-thread summary is recomputed, which then counts it.
+    let notice = match variant {
+        Variant::Recommended => None,
+        Variant::Alternative => {
+            let notice = realtime::notice(conn, plan, operation_id).await?;
+            messages::post_in(conn, &notice)
+                .await?
+                .map(|posted| (notice, posted))
+        }
+    };
     if let Some(thread) = &plan.reply_thread_scope_id {
         recompute::recompute_thread_parent(conn, thread.as_str()).await?;
+    }
+    if let Some((_, posted)) = &notice {
+        recompute::mark_sync_dirty(conn, primary.scope_id.as_str(), posted.seq).await?;
     }
     scrub::delete_consumed_recovery_points(conn, &ids).await?;
     lifecycle::complete(conn, operation_id, &ids).await?;
     tx.commit().await.db("committing the apply transaction")?;
-    Ok(ids)
+    Ok(Applied {
+        rewound_message_ids: ids,
+        notice,
+    })
 }

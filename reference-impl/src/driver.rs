@@ -14,13 +14,16 @@ use sqlx::PgPool;
 use crate::messages::{Author, NewMessage};
 use crate::realtime::MemorySink;
 use crate::runtimes::{ClaudeSettings, CodexSettings, OpenCodeSettings, RuntimeSettings};
-use crate::{RewindCommand, RewindError, Rewinder};
+use crate::{RewindCommand, RewindError, Rewinder, Variant};
 
-/// How the reference is deployed: which runtimes it restores.
+/// How the reference is deployed: which runtimes it restores, and which reading it takes where
+/// the spec leaves a choice open.
 #[derive(Debug, Clone, Default)]
 pub struct ReferenceDriver {
     /// Restore only these runtime ids (`None`: every runtime the capability map knows).
     pub supported_runtimes: Option<Vec<String>>,
+    /// The readings it takes (default: [`Variant::Recommended`]).
+    pub variant: Variant,
 }
 
 /// A driver-level failure: its protocol error code and a message.
@@ -60,7 +63,8 @@ impl ReferenceDriver {
             })?;
         let sink = Arc::new(MemorySink::default());
         let mut rewinder = Rewinder::new(pool.clone(), sink.clone())
-            .with_runtimes(runtime_settings(&request.runtimes, &request.limits));
+            .with_runtimes(runtime_settings(&request.runtimes, &request.limits))
+            .with_variant(self.variant);
         if let Some(runtimes) = &self.supported_runtimes {
             rewinder = rewinder.with_supported_runtimes(runtimes.iter().cloned());
         }
@@ -131,11 +135,8 @@ impl Session {
             Err(err @ RewindError::Refused { .. })
             | Err(err @ RewindError::RuntimeRestoreFailed { .. })
             | Err(err @ RewindError::RepairRequired { .. }) => Ok(wire::RewindResponse::Refused {
-                code: err.code().to_owned(),
-                message: match &err {
-                    RewindError::Refused { error, .. } => error.to_string(),
-                    other => other.to_string(),
-                },
+                code: err.code_for(self.rewinder.variant()).to_owned(),
+                message: err.answer_message(self.rewinder.variant()),
                 operation_id: err.operation_id().map(str::to_owned),
             }),
             Err(other) => Err(failure("internal", other)),

@@ -1,5 +1,20 @@
 //! [`SpecError`]: the refusals the spec defines, each with its verbatim message and a stable code.
 
+use crate::variant::Variant;
+
+/// The message of a failed runtime restore under [`Variant::Alternative`] (section 9 gives this
+/// failure no wording; the recommended variant answers with the failure's own description).
+pub const ALTERNATIVE_RESTORE_FAILED_MESSAGE: &str =
+    "rewind failed because a related agent's runtime could not be restored";
+
+/// The code of a failed runtime restore, per variant.
+fn restore_failed_code(variant: Variant) -> &'static str {
+    match variant {
+        Variant::Recommended => "runtime_restore_failed",
+        Variant::Alternative => "RW-E301",
+    }
+}
+
 /// A refusal defined by the spec (section 9), plus the two the spec implies without wording:
 /// a non-human initiator and a target that does not exist (or is no longer visible).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -66,6 +81,30 @@ impl SpecError {
             SpecError::MessageNotFound => "message_not_found",
         }
     }
+
+    /// The machine code under `variant`: the catalog's code ([`SpecError::code`]) for
+    /// [`Variant::Recommended`], an `RW-E…` code (one per error, none shared) for
+    /// [`Variant::Alternative`].
+    pub fn code_for(self, variant: Variant) -> &'static str {
+        match variant {
+            Variant::Recommended => self.code(),
+            Variant::Alternative => match self {
+                SpecError::NotOwnHumanMessage => "RW-E101",
+                SpecError::SystemMessageTarget => "RW-E102",
+                SpecError::CrossesHotColdBoundary => "RW-E103",
+                SpecError::OtherHumanMessage => "RW-E104",
+                SpecError::LaterReplyThread => "RW-E105",
+                SpecError::AgentRuntimeUnsupported => "RW-E106",
+                SpecError::RecoveryPointMissing => "RW-E107",
+                SpecError::AgentUnavailable => "RW-E108",
+                SpecError::AgentCrossScopeActivity => "RW-E109",
+                SpecError::SuffixDrift => "RW-E110",
+                SpecError::RewindInProgress => "RW-E111",
+                SpecError::InitiatorNotHuman => "RW-E201",
+                SpecError::MessageNotFound => "RW-E202",
+            },
+        }
+    }
 }
 
 /// Why a rewind did not complete.
@@ -129,13 +168,45 @@ impl RewindError {
     /// A stable machine code for any failure: the spec code of a refusal,
     /// `runtime_restore_failed`, `repair_required`, or `internal`.
     pub fn code(&self) -> &'static str {
+        self.code_for(Variant::Recommended)
+    }
+
+    /// [`RewindError::code`] under `variant`: refusals, a repair behind a section 9 refusal
+    /// (drift) and a failed restore take the variant's codes; `repair_required` and `internal`
+    /// are the same in every variant.
+    pub fn code_for(&self, variant: Variant) -> &'static str {
         match self {
-            RewindError::Refused { error, .. } => error.code(),
-            RewindError::RuntimeRestoreFailed { .. } => "runtime_restore_failed",
+            RewindError::Refused { error, .. } => error.code_for(variant),
+            RewindError::RuntimeRestoreFailed { .. } => restore_failed_code(variant),
+            // A section 9 refusal behind the repair (drift) answers as that refusal.
+            RewindError::RepairRequired {
+                refusal: Some(error),
+                ..
+            } => error.code_for(variant),
             RewindError::RepairRequired { .. } => "repair_required",
             RewindError::RuntimeRecoveryUnavailable { .. } | RewindError::Database { .. } => {
                 "internal"
             }
+        }
+    }
+
+    /// The message an API answer carries under `variant`: a refusal's verbatim section 9 text
+    /// (or its own, for the unworded ones), and for a failed runtime restore the failure's
+    /// description ([`Variant::Recommended`]) or [`ALTERNATIVE_RESTORE_FAILED_MESSAGE`].
+    pub fn answer_message(&self, variant: Variant) -> String {
+        match (self, variant) {
+            (RewindError::Refused { error, .. }, _)
+            | (
+                RewindError::RepairRequired {
+                    refusal: Some(error),
+                    ..
+                },
+                _,
+            ) => error.to_string(),
+            (RewindError::RuntimeRestoreFailed { .. }, Variant::Alternative) => {
+                ALTERNATIVE_RESTORE_FAILED_MESSAGE.to_owned()
+            }
+            (other, _) => other.to_string(),
         }
     }
 
@@ -165,5 +236,97 @@ pub(crate) trait DbContext<T> {
 impl<T> DbContext<T> for Result<T, sqlx::Error> {
     fn db(self, action: &'static str) -> Result<T, RewindError> {
         self.map_err(|source| RewindError::Database { action, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [SpecError; 13] = [
+        SpecError::NotOwnHumanMessage,
+        SpecError::SystemMessageTarget,
+        SpecError::CrossesHotColdBoundary,
+        SpecError::OtherHumanMessage,
+        SpecError::LaterReplyThread,
+        SpecError::AgentRuntimeUnsupported,
+        SpecError::RecoveryPointMissing,
+        SpecError::AgentUnavailable,
+        SpecError::AgentCrossScopeActivity,
+        SpecError::SuffixDrift,
+        SpecError::RewindInProgress,
+        SpecError::InitiatorNotHuman,
+        SpecError::MessageNotFound,
+    ];
+
+    /// Every code a variant can answer with, refusals and the failed restore.
+    fn codes(variant: Variant) -> Vec<&'static str> {
+        let mut codes: Vec<&'static str> = ALL.iter().map(|e| e.code_for(variant)).collect();
+        codes.push(restore_failed_code(variant));
+        codes
+    }
+
+    #[test]
+    fn each_variant_gives_every_row_its_own_code() {
+        for variant in Variant::ALL {
+            let codes = codes(variant);
+            let distinct: std::collections::BTreeSet<_> = codes.iter().collect();
+            assert_eq!(distinct.len(), codes.len(), "{variant}: {codes:?}");
+            assert!(
+                !codes.contains(&"repair_required") && !codes.contains(&"internal"),
+                "{variant}: {codes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_recommended_codes_are_the_defaults_and_the_alternative_ones_differ_from_all_of_them() {
+        for e in ALL {
+            assert_eq!(e.code_for(Variant::Recommended), e.code());
+        }
+        let recommended = codes(Variant::Recommended);
+        for code in codes(Variant::Alternative) {
+            assert!(
+                !recommended.contains(&code),
+                "`{code}` is also a recommended code"
+            );
+            assert!(code.starts_with("RW-E"), "{code}");
+        }
+    }
+
+    #[test]
+    fn answer_messages_keep_the_spec_texts_and_reword_only_the_failed_restore() {
+        for variant in Variant::ALL {
+            for error in ALL {
+                let refused = RewindError::Refused {
+                    error,
+                    operation_id: None,
+                };
+                assert_eq!(refused.answer_message(variant), error.to_string());
+            }
+        }
+        let failed = RewindError::RuntimeRestoreFailed {
+            agent_id: "cody".into(),
+            runtime: "codex".into(),
+            failure: Box::new(crate::runtimes::RestoreFailure::Busy {
+                runtime: "codex",
+                message: "busy".into(),
+            }),
+            operation_id: "op".into(),
+            status: crate::lifecycle::OperationStatus::Failed,
+        };
+        assert_eq!(
+            failed.answer_message(Variant::Recommended),
+            failed.to_string()
+        );
+        assert_eq!(
+            failed.answer_message(Variant::Alternative),
+            ALTERNATIVE_RESTORE_FAILED_MESSAGE
+        );
+        assert!(ALL
+            .iter()
+            .all(|e| e.to_string() != ALTERNATIVE_RESTORE_FAILED_MESSAGE));
+        assert_eq!(failed.code_for(Variant::Alternative), "RW-E301");
+        assert_eq!(failed.code(), "runtime_restore_failed");
     }
 }

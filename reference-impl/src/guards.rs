@@ -2,6 +2,7 @@
 
 use crate::error::SpecError;
 use crate::plan::MessageFacts;
+use crate::variant::Variant;
 
 /// The target must be the initiator's own, human-authored, hot message.
 ///
@@ -43,16 +44,22 @@ pub fn check_other_humans(
 
 /// Only the last main-line message of the suffix may have a reply thread; when it has one,
 /// that thread cascades. Returns the cascading `(child scope, parent message)`, if any.
+///
+/// [`Variant::Alternative`] reads section 4's second bullet literally: only the target's own
+/// thread cascades, when the target is the tail fork (the suffix is the target alone); a thread
+/// on the suffix's last message below a strictly earlier target is refused like any later fork.
 pub fn check_forks(
     suffix_ids: &[String],
     forks: &[(String, String)],
+    variant: Variant,
 ) -> Result<Option<(String, String)>, SpecError> {
     let Some(last) = suffix_ids.last() else {
         return Ok(None);
     };
+    let target_is_tail = suffix_ids.len() == 1;
     let mut tail = None;
     for (child, parent) in forks {
-        if parent != last {
+        if parent != last || (variant.is_alternative() && !target_is_tail) {
             return Err(SpecError::LaterReplyThread);
         }
         tail = Some((child.clone(), parent.clone()));
@@ -107,13 +114,30 @@ mod tests {
     #[test]
     fn forks_only_at_the_tail() {
         let ids: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
-        assert_eq!(check_forks(&ids, &[]), Ok(None));
+        for variant in Variant::ALL {
+            assert_eq!(check_forks(&ids, &[], variant), Ok(None));
+            let middle = vec![("t".to_owned(), "b".to_owned())];
+            assert_eq!(
+                check_forks(&ids, &middle, variant),
+                Err(SpecError::LaterReplyThread)
+            );
+            // The target itself is the tail fork: its thread cascades in every variant.
+            let own = vec![("t".to_owned(), "c".to_owned())];
+            assert_eq!(
+                check_forks(&ids[2..], &own, variant),
+                Ok(Some(("t".to_owned(), "c".to_owned())))
+            );
+        }
+        // A thread on the last message below an earlier target: the recommended reading
+        // cascades it, the alternative one refuses.
         let tail = vec![("t".to_owned(), "c".to_owned())];
         assert_eq!(
-            check_forks(&ids, &tail),
+            check_forks(&ids, &tail, Variant::Recommended),
             Ok(Some(("t".to_owned(), "c".to_owned())))
         );
-        let middle = vec![("t".to_owned(), "b".to_owned())];
-        assert_eq!(check_forks(&ids, &middle), Err(SpecError::LaterReplyThread));
+        assert_eq!(
+            check_forks(&ids, &tail, Variant::Alternative),
+            Err(SpecError::LaterReplyThread)
+        );
     }
 }

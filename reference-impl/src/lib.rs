@@ -5,7 +5,8 @@
 //! be satisfied. Modules mirror the spec: [`plan`] (the suffix boundary and scope roles),
 //! [`guards`] (initiation constraints), [`lifecycle`] (the durable operation), [`apply`] (the
 //! one-transaction tombstone), [`recompute`] (summaries and read-state clamps) and [`realtime`]
-//! (post-commit invalidation and the rewind notice), joined by [`Rewinder`].
+//! (post-commit invalidation and the rewind notice), joined by [`Rewinder`]. [`Variant`] picks
+//! the reading taken where the spec leaves a choice open.
 
 pub mod apply;
 pub mod capabilities;
@@ -25,11 +26,13 @@ pub mod scrub;
 pub mod server;
 mod service;
 pub mod sql;
+pub mod variant;
 
 pub use error::{RewindError, SpecError};
 pub use lifecycle::OperationStatus;
 pub use plan::{RewindPlan, ScopeId, SuffixBoundary};
 pub use service::{Actor, RewindCommand, RewindOutcome, Rewinder};
+pub use variant::Variant;
 
 /// The spec schema, embedded: the tables and column names every implementation shares.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");

@@ -39,7 +39,7 @@ impl OperationStatus {
 ///
 /// Refuses with `another rewind is already in progress` when the primary scope already has a
 /// `preparing` operation.
-pub async fn begin(pool: &PgPool, plan: &RewindPlan) -> Result<String, RewindError> {
+pub async fn begin(conn: &mut PgConnection, plan: &RewindPlan) -> Result<String, RewindError> {
     let id = uuid::Uuid::now_v7().to_string();
     let plan_json = serde_json::to_value(plan).unwrap_or(serde_json::Value::Null);
     let inserted = sqlx::query(
@@ -54,7 +54,7 @@ pub async fn begin(pool: &PgPool, plan: &RewindPlan) -> Result<String, RewindErr
     .bind(&plan.initiator_user_id)
     .bind(OperationStatus::Preparing.as_str())
     .bind(plan_json)
-    .execute(pool)
+    .execute(conn)
     .await;
     match inserted {
         Ok(_) => Ok(id),
@@ -109,4 +109,40 @@ pub async fn fail(
     .await
     .db("recording the operation failure")?;
     Ok(())
+}
+
+/// [`crate::Variant::Alternative`]: records a refusal made at planning time as a `failed`
+/// operation of the requested scope and target, and returns its id. Nothing else changes.
+///
+/// The operation row references the scope, the target message and the initiating user, so a
+/// refusal whose scope, target or (human) initiator does not exist cannot be recorded; then
+/// nothing is written and `None` is returned.
+pub async fn record_refusal(
+    pool: &PgPool,
+    scope_id: &str,
+    target_message_id: &str,
+    initiator_user_id: &str,
+    code: &str,
+    message: &str,
+) -> Result<Option<String>, RewindError> {
+    let id = uuid::Uuid::now_v7().to_string();
+    let inserted = sqlx::query(
+        "INSERT INTO rewind_operations \
+         (id, workspace_id, thread_id, target_message_id, initiator_user_id, status, \
+          error_code, error_message) \
+         SELECT $1, s.workspace_id, s.id, m.id, u.id, $5, $6, $7 \
+         FROM scopes s, scope_messages m, users u \
+         WHERE s.id = $2 AND m.id = $3 AND u.id = $4",
+    )
+    .bind(&id)
+    .bind(scope_id)
+    .bind(target_message_id)
+    .bind(initiator_user_id)
+    .bind(OperationStatus::Failed.as_str())
+    .bind(code)
+    .bind(message)
+    .execute(pool)
+    .await
+    .db("recording the refused operation")?;
+    Ok((inserted.rows_affected() == 1).then_some(id))
 }

@@ -1,7 +1,7 @@
 //! [`post`]: appending a message to a scope (live mode), above the physical high-water marks.
 
 use serde_json::json;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::{DbContext, RewindError};
 use crate::realtime::RealtimeEvent;
@@ -51,6 +51,18 @@ pub struct Posted {
 /// workspace's, so a message after a rewind never reuses a rewound seq.
 pub async fn post(pool: &PgPool, message: &NewMessage) -> Result<Option<Posted>, RewindError> {
     let mut tx = pool.begin().await.db("beginning the post transaction")?;
+    let posted = post_in(&mut tx, message).await?;
+    if posted.is_some() {
+        tx.commit().await.db("committing the post")?;
+    }
+    Ok(posted)
+}
+
+/// [`post`] inside the caller's transaction (which it neither begins nor commits).
+pub async fn post_in(
+    tx: &mut PgConnection,
+    message: &NewMessage,
+) -> Result<Option<Posted>, RewindError> {
     let scope: Option<(String, i64)> =
         sqlx::query_as("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE")
             .bind(&message.scope_id)
@@ -136,7 +148,6 @@ pub async fn post(pool: &PgPool, message: &NewMessage) -> Result<Option<Posted>,
         .await
         .db("queueing delivery")?;
     }
-    tx.commit().await.db("committing the post")?;
     Ok(Some(Posted {
         id,
         seq,

@@ -12,6 +12,7 @@ use sqlx::PgConnection;
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::guards;
 use crate::sql::MESSAGE_NOT_REWOUND_SQL;
+use crate::variant::Variant;
 
 /// A `scopes.id`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -139,12 +140,14 @@ struct ScopeFacts {
 
 /// Builds and validates the plan for `initiator` rewinding `scope_id` to before `target`.
 ///
-/// Runs every initiation guard that needs only the database; reads, never writes.
+/// Runs every initiation guard that needs only the database; reads, never writes. `variant`
+/// picks which reply threads may cascade ([`guards::check_forks`]).
 pub async fn prepare(
     conn: &mut PgConnection,
     initiator_user_id: &str,
     scope_id: &str,
     target_message_id: &str,
+    variant: Variant,
 ) -> Result<RewindPlan, RewindError> {
     let scope: ScopeFacts = sqlx::query_as(
         "SELECT kind, parent_scope_id FROM scopes WHERE id = $1 AND archived_at IS NULL",
@@ -166,7 +169,8 @@ pub async fn prepare(
 
     let suffix_ids: Vec<String> = suffix.iter().map(|m| m.id.clone()).collect();
     let forks = active_forks(conn, &suffix_ids).await?;
-    let tail_fork = guards::check_forks(&suffix_ids, &forks).map_err(RewindError::refused)?;
+    let tail_fork =
+        guards::check_forks(&suffix_ids, &forks, variant).map_err(RewindError::refused)?;
 
     let mut cascades = Vec::new();
     if let Some((child_scope, parent_message_id)) = tail_fork {

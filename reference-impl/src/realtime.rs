@@ -10,11 +10,12 @@
 use std::sync::Mutex;
 
 use serde_json::json;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::RewindError;
 use crate::messages::{self, Author, NewMessage};
 use crate::plan::RewindPlan;
+use crate::variant::Variant;
 
 /// One realtime event as the implementation publishes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,34 +72,71 @@ pub async fn announce(
     plan: &RewindPlan,
     operation_id: &str,
 ) -> Result<(), RewindError> {
-    sink.publish(RealtimeEvent {
-        name: "conversation:rewound".to_owned(),
-        scope_id: plan.broadcast_scope_id.0.clone(),
-        payload: json!({
-            "scopeId": plan.broadcast_scope_id,
-            "rewindScopeId": plan.scope_id,
-            "operationId": operation_id,
-        }),
-    });
+    publish_rewound(sink, plan, operation_id, Variant::Recommended);
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(|source| RewindError::Database {
+            action: "acquiring a connection",
+            source,
+        })?;
+    let notice = notice(&mut conn, plan, operation_id).await?;
+    drop(conn);
+    if let Some(sent) = messages::post(pool, &notice).await? {
+        sink.publish(messages::created_event(&notice, &sent));
+    }
+    Ok(())
+}
+
+/// Publishes the post-commit `conversation:rewound` invalidation to the broadcast scope.
+///
+/// Under [`Variant::Alternative`] a reply-thread rewind is also announced to the thread scope
+/// itself (one event per scope); a channel or DM rewind is one event either way.
+pub fn publish_rewound(
+    sink: &dyn RealtimeSink,
+    plan: &RewindPlan,
+    operation_id: &str,
+    variant: Variant,
+) {
+    let mut scopes = vec![&plan.broadcast_scope_id];
+    if variant.is_alternative() && plan.broadcast_scope_id != plan.scope_id {
+        scopes.push(&plan.scope_id);
+    }
+    for scope in scopes {
+        sink.publish(RealtimeEvent {
+            name: "conversation:rewound".to_owned(),
+            scope_id: scope.0.clone(),
+            payload: json!({
+                "scopeId": scope,
+                "rewindScopeId": plan.scope_id,
+                "operationId": operation_id,
+            }),
+        });
+    }
+}
+
+/// The rewind notice of `operation_id`: a `system` message in the primary scope, under client
+/// message id `rewind-notice:<operationId>`, without fanout.
+pub async fn notice(
+    conn: &mut PgConnection,
+    plan: &RewindPlan,
+    operation_id: &str,
+) -> Result<NewMessage, RewindError> {
     let initiator: String = sqlx::query_scalar("SELECT display_name FROM users WHERE id = $1")
         .bind(&plan.initiator_user_id)
-        .fetch_optional(pool)
+        .fetch_optional(conn)
         .await
         .map_err(|source| RewindError::Database {
             action: "loading the initiator's name",
             source,
         })?
         .unwrap_or_else(|| plan.initiator_user_id.clone());
-    let notice = NewMessage {
+    Ok(NewMessage {
         scope_id: plan.scope_id.0.clone(),
         author: Author::System,
         content: format!("{initiator} rewound the conversation"),
         client_message_id: Some(notice_client_id(operation_id)),
         metadata: json!({"rewindNotice": {"operationId": operation_id}}),
         fanout: false,
-    };
-    if let Some(sent) = messages::post(pool, &notice).await? {
-        sink.publish(messages::created_event(&notice, &sent));
-    }
-    Ok(())
+    })
 }

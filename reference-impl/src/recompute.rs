@@ -90,3 +90,36 @@ pub async fn recompute_thread_parent(
         None => Ok(()),
     }
 }
+
+/// [`crate::Variant::Alternative`]: the rewind notice marks message sync dirty like any new
+/// message. After the clamp, the scope's and every human member's `latest_message_seq` become
+/// the notice's `seq` (rows are created where missing; activity frontiers are untouched).
+pub async fn mark_sync_dirty(
+    conn: &mut PgConnection,
+    scope_id: &str,
+    seq: i64,
+) -> Result<(), RewindError> {
+    sqlx::query(
+        "INSERT INTO scope_sync_dirty (scope_id, latest_message_seq) VALUES ($1, $2) \
+         ON CONFLICT (scope_id) DO UPDATE SET \
+           latest_message_seq = EXCLUDED.latest_message_seq, updated_at = now()",
+    )
+    .bind(scope_id)
+    .bind(seq)
+    .execute(&mut *conn)
+    .await
+    .db("marking the scope's messages dirty")?;
+    sqlx::query(
+        "INSERT INTO member_scope_sync_dirty (scope_id, user_id, latest_message_seq) \
+         SELECT scope_id, user_id, $2 FROM scope_memberships \
+         WHERE scope_id = $1 AND user_id IS NOT NULL \
+         ON CONFLICT (scope_id, user_id) DO UPDATE SET \
+           latest_message_seq = EXCLUDED.latest_message_seq, updated_at = now()",
+    )
+    .bind(scope_id)
+    .bind(seq)
+    .execute(conn)
+    .await
+    .db("marking the members' messages dirty")?;
+    Ok(())
+}

@@ -7,6 +7,8 @@
 use sqlx::PgConnection;
 
 use crate::error::{DbContext, RewindError};
+use crate::sql::MESSAGE_NOT_REWOUND_SQL;
+use crate::variant::Variant;
 
 /// Keys of durable IM payloads that carry (or quote) message content.
 const CONTENT_KEYS: [&str; 8] = [
@@ -21,9 +23,14 @@ const CONTENT_KEYS: [&str; 8] = [
 ];
 
 /// Suppresses and scrubs every suffix-bound fact of `ids`.
+///
+/// Under [`Variant::Alternative`], scrubbed stream events carry `"rewound": true`, and a
+/// scrubbed conversation index row's `lastMessage` is repointed to the last visible message of
+/// its scope outside `ids` (`{"id": ...}`, no preview), or dropped when there is none.
 pub async fn scrub_suffix_facts(
     conn: &mut PgConnection,
     ids: &[String],
+    variant: Variant,
 ) -> Result<(), RewindError> {
     // Delivery facts: unconsumed activity and unfinished fanout are suppressed; consumed and
     // delivered rows stay as history (read paths never resurrect from them).
@@ -66,31 +73,62 @@ pub async fn scrub_suffix_facts(
     // Durable IM projections keep their row (a stream position, an index entry) but lose every
     // content-bearing key.
     let keys: Vec<String> = CONTENT_KEYS.iter().map(|k| (*k).to_owned()).collect();
-    sqlx::query(
-        "UPDATE im_stream_events SET payload_json = payload_json - $2::text[] \
-         WHERE message_id = ANY($1)",
-    )
-    .bind(ids)
-    .bind(&keys)
-    .execute(&mut *conn)
-    .await
-    .db("scrubbing durable stream events")?;
-    sqlx::query(
-        "UPDATE im_conversation_index SET \
-           projection_json = projection_json - $2::text[] \
-             || CASE WHEN projection_json ? 'lastMessage' \
-                     THEN jsonb_build_object('lastMessage', (projection_json -> 'lastMessage') - $2::text[]) \
-                     ELSE '{}'::jsonb END, \
-           updated_at = now() \
-         WHERE last_message_id = ANY($1)",
-    )
-    .bind(ids)
-    .bind(&keys)
-    .execute(&mut *conn)
-    .await
-    .db("scrubbing the conversation index")?;
+    let (stream_sql, index_sql) = match variant {
+        Variant::Recommended => (STREAM_SCRUB_SQL, INDEX_SCRUB_SQL.to_owned()),
+        Variant::Alternative => (
+            STREAM_SCRUB_MARKED_SQL,
+            format!(
+                "UPDATE im_conversation_index c SET \
+                   projection_json = c.projection_json - $2::text[] - 'lastMessage' \
+                     || CASE WHEN c.projection_json ? 'lastMessage' THEN coalesce( \
+                          (SELECT jsonb_build_object('lastMessage', jsonb_build_object('id', m.id)) \
+                           FROM scope_messages m \
+                           WHERE m.scope_id = c.scope_id AND NOT m.id = ANY($1) \
+                             AND {MESSAGE_NOT_REWOUND_SQL} \
+                           ORDER BY m.seq DESC LIMIT 1), \
+                          '{{}}'::jsonb) \
+                        ELSE '{{}}'::jsonb END, \
+                   updated_at = now() \
+                 WHERE c.last_message_id = ANY($1)"
+            ),
+        ),
+    };
+    sqlx::query(stream_sql)
+        .bind(ids)
+        .bind(&keys)
+        .execute(&mut *conn)
+        .await
+        .db("scrubbing durable stream events")?;
+    sqlx::query(sqlx::AssertSqlSafe(index_sql))
+        .bind(ids)
+        .bind(&keys)
+        .execute(&mut *conn)
+        .await
+        .db("scrubbing the conversation index")?;
     Ok(())
 }
+
+/// Stream events lose their content-bearing keys.
+const STREAM_SCRUB_SQL: &str =
+    "UPDATE im_stream_events SET payload_json = payload_json - $2::text[] \
+     WHERE message_id = ANY($1)";
+
+/// [`Variant::Alternative`]: stream events lose their content-bearing keys and gain the
+/// content-free lifecycle marker `"rewound": true`.
+const STREAM_SCRUB_MARKED_SQL: &str =
+    "UPDATE im_stream_events SET payload_json = payload_json - $2::text[] \
+       || jsonb_build_object('rewound', true) \
+     WHERE message_id = ANY($1)";
+
+/// Index rows whose last message is rewound lose their content-bearing keys, and so does their
+/// `lastMessage` (which keeps its id).
+const INDEX_SCRUB_SQL: &str = "UPDATE im_conversation_index SET \
+       projection_json = projection_json - $2::text[] \
+         || CASE WHEN projection_json ? 'lastMessage' \
+                 THEN jsonb_build_object('lastMessage', (projection_json -> 'lastMessage') - $2::text[]) \
+                 ELSE '{}'::jsonb END, \
+       updated_at = now() \
+     WHERE last_message_id = ANY($1)";
 
 /// Deletes the suffix's recovery points: restore consumed them, and a later plan must never
 /// restore to a tombstoned message.

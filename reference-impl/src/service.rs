@@ -4,14 +4,15 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use crate::apply::apply_rewind;
+use crate::apply::{apply_rewind, Applied};
 use crate::error::{DbContext, RewindError};
 use crate::lifecycle::{self, OperationStatus};
 use crate::messages::{self, NewMessage, Posted};
-use crate::plan;
+use crate::plan::{self, RewindPlan};
 use crate::realtime::{self, RealtimeSink};
 use crate::recovery::{self, RestoreTarget};
 use crate::runtimes::{self, RestoreFailure, Restored, RuntimeSettings};
+use crate::variant::Variant;
 
 /// Who asks for the rewind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,7 @@ pub struct Rewinder {
     sink: Arc<dyn RealtimeSink>,
     runtimes: Option<Arc<RuntimeSettings>>,
     supported: Option<Arc<std::collections::BTreeSet<String>>>,
+    variant: Variant,
 }
 
 impl Rewinder {
@@ -63,7 +65,20 @@ impl Rewinder {
             sink,
             runtimes: None,
             supported: None,
+            variant: Variant::Recommended,
         }
+    }
+
+    /// Takes the readings of `variant` where the spec leaves a choice open (default:
+    /// [`Variant::Recommended`]).
+    pub fn with_variant(mut self, variant: Variant) -> Self {
+        self.variant = variant;
+        self
+    }
+
+    /// The variant this rewinder runs.
+    pub fn variant(&self) -> Variant {
+        self.variant
     }
 
     /// Narrows the runtimes this deployment restores to `runtime_ids` (a deployment that does
@@ -96,47 +111,44 @@ impl Rewinder {
     /// related agents, validate them, record the operation, restore and verify every runtime,
     /// and only then apply.
     pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {
-        let Actor::Human(initiator) = &command.actor else {
-            return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
+        let (plan, targets, operation_id) = match self.plan_and_begin(command).await {
+            Ok(prepared) => prepared,
+            Err(err) => return Err(self.record_refusal(command, err).await),
         };
-        let plan = {
-            let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
-            plan::prepare(
-                &mut conn,
-                initiator,
-                &command.scope_id,
-                &command.target_message_id,
-            )
-            .await?
-        };
-        let targets = if plan.related_agent_ids.is_empty() {
-            Vec::new()
-        } else {
-            let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
-            recovery::validate_related_agents(
-                &mut conn,
-                &plan.boundary,
-                &plan.related_agent_ids,
-                self.supported.as_deref(),
-            )
-            .await?
-        };
-        if !targets.is_empty() && self.runtimes.is_none() {
-            return Err(RewindError::RuntimeRecoveryUnavailable {
-                agents: plan.related_agent_ids.join(", "),
-            });
-        }
-        let operation_id = lifecycle::begin(&self.pool, &plan).await?;
         self.restore_runtimes(&operation_id, &targets).await?;
-        match apply_rewind(&self.pool, &plan, &operation_id).await {
-            Ok(rewound_message_ids) => {
-                // Post-commit: the rewind has happened; a lost notice is recovered by the
-                // refetch that `conversation:rewound` triggers, so it does not fail the rewind.
-                if let Err(e) =
-                    realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id).await
-                {
-                    tracing::warn!(operation_id, "rewind notice not written: {e}");
+        match apply_rewind(&self.pool, &plan, &operation_id, self.variant).await {
+            Ok(Applied {
+                rewound_message_ids,
+                notice,
+            }) => {
+                match notice {
+                    // Alternative: the notice was written by the apply; announce it.
+                    Some((notice, posted)) => {
+                        realtime::publish_rewound(
+                            self.sink.as_ref(),
+                            &plan,
+                            &operation_id,
+                            self.variant,
+                        );
+                        self.sink.publish(messages::created_event(&notice, &posted));
+                    }
+                    None => {
+                        // Post-commit: the rewind has happened; a lost notice is recovered by
+                        // the refetch that `conversation:rewound` triggers, so it does not fail
+                        // the rewind.
+                        if let Err(e) =
+                            realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id)
+                                .await
+                        {
+                            tracing::warn!(operation_id, "rewind notice not written: {e}");
+                        }
+                    }
                 }
+                let rewound_message_ids = match self.variant {
+                    Variant::Recommended => rewound_message_ids,
+                    // Alternative: the answer names the primary boundary only.
+                    Variant::Alternative => plan.boundary.primary.message_ids.clone(),
+                };
                 Ok(RewindOutcome {
                     operation_id,
                     status: OperationStatus::Completed,
@@ -155,7 +167,7 @@ impl Rewinder {
                     &self.pool,
                     &operation_id,
                     OperationStatus::RepairRequired,
-                    err.code(),
+                    err.code_for(self.variant),
                     &cause,
                 )
                 .await?;
@@ -171,7 +183,7 @@ impl Rewinder {
                     &self.pool,
                     &operation_id,
                     OperationStatus::Failed,
-                    err.code(),
+                    err.code_for(self.variant),
                     &message,
                 )
                 .await?;
@@ -186,9 +198,122 @@ impl Rewinder {
         }
     }
 
+    /// Plans the rewind, validates the related agents and records the `preparing` operation.
+    ///
+    /// [`Variant::Recommended`] plans on plain reads and lets the apply take the scope's row
+    /// lock. [`Variant::Alternative`] takes that lock (`SELECT ... FOR UPDATE` on the primary
+    /// scope's `scopes` row) first and plans and records `preparing` in the same transaction:
+    /// while someone else holds the lock it waits before any `preparing` row exists, and it plans
+    /// on what was committed meanwhile. The apply re-locks and re-validates either way.
+    async fn plan_and_begin(
+        &self,
+        command: &RewindCommand,
+    ) -> Result<(RewindPlan, Vec<RestoreTarget>, String), RewindError> {
+        let Actor::Human(initiator) = &command.actor else {
+            return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
+        };
+        match self.variant {
+            Variant::Recommended => {
+                let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
+                let (plan, targets) = self.plan(&mut conn, initiator, command).await?;
+                let operation_id = lifecycle::begin(&mut conn, &plan).await?;
+                Ok((plan, targets, operation_id))
+            }
+            Variant::Alternative => {
+                let mut tx = self
+                    .pool
+                    .begin()
+                    .await
+                    .db("beginning the plan transaction")?;
+                sqlx::query("SELECT id FROM scopes WHERE id = $1 FOR UPDATE")
+                    .bind(&command.scope_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .db("locking the scope")?;
+                let (plan, targets) = self.plan(&mut tx, initiator, command).await?;
+                let operation_id = lifecycle::begin(&mut tx, &plan).await?;
+                tx.commit().await.db("committing the plan transaction")?;
+                Ok((plan, targets, operation_id))
+            }
+        }
+    }
+
+    /// Builds the plan and validates the related agents (spec 5, steps 1 to 4).
+    async fn plan(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        initiator: &str,
+        command: &RewindCommand,
+    ) -> Result<(RewindPlan, Vec<RestoreTarget>), RewindError> {
+        let plan = plan::prepare(
+            conn,
+            initiator,
+            &command.scope_id,
+            &command.target_message_id,
+            self.variant,
+        )
+        .await?;
+        let targets = if plan.related_agent_ids.is_empty() {
+            Vec::new()
+        } else {
+            recovery::validate_related_agents(
+                conn,
+                &plan.boundary,
+                &plan.related_agent_ids,
+                self.supported.as_deref(),
+            )
+            .await?
+        };
+        if !targets.is_empty() && self.runtimes.is_none() {
+            return Err(RewindError::RuntimeRecoveryUnavailable {
+                agents: plan.related_agent_ids.join(", "),
+            });
+        }
+        Ok((plan, targets))
+    }
+
+    /// A refusal at planning time. [`Variant::Recommended`] records nothing;
+    /// [`Variant::Alternative`] records it as a `failed` operation of the requested scope and
+    /// target (when the schema can hold it: see [`lifecycle::record_refusal`]) and names that
+    /// operation in the answer.
+    async fn record_refusal(&self, command: &RewindCommand, err: RewindError) -> RewindError {
+        let (
+            Variant::Alternative,
+            RewindError::Refused {
+                error,
+                operation_id: None,
+            },
+        ) = (self.variant, &err)
+        else {
+            return err;
+        };
+        let Actor::Human(initiator) = &command.actor else {
+            // `rewind_operations.initiator_user_id` references a user: nowhere to record it.
+            return err;
+        };
+        let recorded = lifecycle::record_refusal(
+            &self.pool,
+            &command.scope_id,
+            &command.target_message_id,
+            initiator,
+            error.code_for(self.variant),
+            &error.to_string(),
+        )
+        .await;
+        match recorded {
+            Ok(operation_id) => RewindError::Refused {
+                error: *error,
+                operation_id,
+            },
+            Err(db) => db,
+        }
+    }
+
     /// Restores every target's runtime, one after the other, verifying each. The first failure
     /// ends the rewind: `failed` when no runtime had been restored yet (the database is
-    /// untouched), `repair_required` when an earlier one had.
+    /// untouched), `repair_required` when an earlier one had. Under [`Variant::Alternative`] a
+    /// failure whose outcome is unknown ([`RestoreFailure::outcome_unknown`]) is
+    /// `repair_required` too: that runtime may have changed.
     async fn restore_runtimes(
         &self,
         operation_id: &str,
@@ -208,30 +333,35 @@ impl Rewinder {
                 Err(failure) => Err(failure),
             };
             if let Err(failure) = result {
-                let status = if restored == 0 {
+                // Alternative: a restore whose outcome is unknown may have changed the runtime.
+                let maybe_changed = self.variant.is_alternative() && failure.outcome_unknown();
+                let status = if restored == 0 && !maybe_changed {
                     OperationStatus::Failed
                 } else {
                     OperationStatus::RepairRequired
                 };
-                let message = format!(
-                    "runtime restore of agent `{}` ({}) failed: {failure}",
-                    target.agent_id, target.runtime
-                );
-                lifecycle::fail(
-                    &self.pool,
-                    operation_id,
-                    status,
-                    "runtime_restore_failed",
-                    &message,
-                )
-                .await?;
-                return Err(RewindError::RuntimeRestoreFailed {
+                let error = RewindError::RuntimeRestoreFailed {
                     agent_id: target.agent_id.clone(),
                     runtime: target.runtime.clone(),
                     failure: Box::new(failure),
                     operation_id: operation_id.to_owned(),
                     status,
-                });
+                };
+                let message = match self.variant {
+                    Variant::Recommended => error.to_string(),
+                    Variant::Alternative => {
+                        format!("{}: {error}", error.answer_message(self.variant))
+                    }
+                };
+                lifecycle::fail(
+                    &self.pool,
+                    operation_id,
+                    status,
+                    error.code_for(self.variant),
+                    &message,
+                )
+                .await?;
+                return Err(error);
             }
         }
         Ok(())

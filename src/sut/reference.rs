@@ -2,10 +2,15 @@
 //!
 //! It calls the same [`ReferenceDriver`] the reference server serves over HTTP, with the same
 //! wire types, so an in-process run and an HTTP run of the reference differ only in transport.
+//!
+//! [`VARIANT_ENV`] (`REWIND_REFERENCE_VARIANT`) picks the reference's variant: `recommended`
+//! (the default) or `alternative`, the other defensible reading wherever the spec leaves a
+//! choice open. Any other value fails the handshake with an error naming the variable.
 
 use async_trait::async_trait;
 use rewind_driver_protocol::DriverError;
 use rewind_reference::driver::{ReferenceDriver, Session};
+use rewind_reference::Variant;
 
 use super::{
     AttachRequest, ConversationApi, PruneRequest, ReadState, RealtimeEvent, RewindRequest,
@@ -14,20 +19,59 @@ use super::{
 
 const NAME: &str = "reference";
 
+/// The environment variable that picks the reference's variant.
+pub const VARIANT_ENV: &str = "REWIND_REFERENCE_VARIANT";
+
+/// The variant `value` of [`VARIANT_ENV`] names (unset or empty: the default).
+pub fn variant_from_env(value: Option<&str>) -> Result<Variant, String> {
+    match value {
+        None | Some("") => Ok(Variant::default()),
+        Some(text) => text.parse().map_err(|_| {
+            format!("{VARIANT_ENV} is `{text}`, which is neither `recommended` nor `alternative`")
+        }),
+    }
+}
+
 /// The reference implementation, called directly.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct ReferenceSut {
-    driver: ReferenceDriver,
+    /// The deployment, or why `REWIND_REFERENCE_VARIANT` names none (reported by the handshake
+    /// and by every attach).
+    driver: Result<ReferenceDriver, String>,
+}
+
+impl Default for ReferenceSut {
+    fn default() -> Self {
+        ReferenceSut {
+            driver: Ok(ReferenceDriver::default()),
+        }
+    }
 }
 
 impl ReferenceSut {
-    /// The reference, restoring only `runtimes` (`None`: all it knows).
+    /// The reference, restoring only `runtimes` (`None`: all it knows), in the variant
+    /// [`VARIANT_ENV`] names.
     pub fn new(runtimes: Option<Vec<String>>) -> Self {
+        let value = std::env::var_os(VARIANT_ENV).map(|v| v.to_string_lossy().into_owned());
+        Self::with_variant(runtimes, variant_from_env(value.as_deref()))
+    }
+
+    /// The reference, restoring only `runtimes`, in `variant` (an error is reported by the
+    /// handshake and by every attach).
+    pub fn with_variant(runtimes: Option<Vec<String>>, variant: Result<Variant, String>) -> Self {
         ReferenceSut {
-            driver: ReferenceDriver {
+            driver: variant.map(|variant| ReferenceDriver {
                 supported_runtimes: runtimes,
-            },
+                variant,
+            }),
         }
+    }
+
+    fn driver(&self) -> Result<&ReferenceDriver, SutError> {
+        self.driver.as_ref().map_err(|detail| SutError::Internal {
+            sut: NAME.to_owned(),
+            detail: detail.clone(),
+        })
     }
 }
 
@@ -38,12 +82,14 @@ impl SystemUnderTest for ReferenceSut {
     }
 
     async fn handshake(&self) -> Result<rewind_driver_protocol::Implementation, SutError> {
+        let driver = self.driver()?;
+        tracing::debug!(variant = %driver.variant, "reference variant");
         Ok(ReferenceDriver::implementation())
     }
 
     async fn attach(&self, request: &AttachRequest) -> Result<Box<dyn ConversationApi>, SutError> {
         let session = self
-            .driver
+            .driver()?
             .attach(request)
             .await
             .map_err(|e| SutError::Attach {
@@ -107,5 +153,38 @@ impl ConversationApi for ReferenceApi {
     async fn detach(&self) -> Result<(), SutError> {
         self.session.detach().await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variant_comes_from_the_environment_value() {
+        assert_eq!(variant_from_env(None), Ok(Variant::Recommended));
+        assert_eq!(variant_from_env(Some("")), Ok(Variant::Recommended));
+        assert_eq!(
+            variant_from_env(Some("recommended")),
+            Ok(Variant::Recommended)
+        );
+        assert_eq!(
+            variant_from_env(Some("alternative")),
+            Ok(Variant::Alternative)
+        );
+        let err = variant_from_env(Some("alt")).unwrap_err();
+        assert!(err.contains(VARIANT_ENV) && err.contains("`alt`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_variant_fails_the_handshake_with_the_variable_and_value() {
+        let sut = ReferenceSut::with_variant(None, variant_from_env(Some("sideways")));
+        let err = sut.handshake().await.unwrap_err().to_string();
+        assert!(
+            err.contains("REWIND_REFERENCE_VARIANT") && err.contains("`sideways`"),
+            "{err}"
+        );
+        let ok = ReferenceSut::with_variant(None, Ok(Variant::Alternative));
+        assert_eq!(ok.handshake().await.expect("handshake").name, "reference");
     }
 }

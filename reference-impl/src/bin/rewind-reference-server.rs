@@ -2,7 +2,11 @@
 //!
 //! ```text
 //! rewind-reference-server --listen 127.0.0.1:8080 [--runtimes codex,claude,opencode,builtin]
+//!                         [--variant recommended|alternative]
 //! ```
+//!
+//! `--variant alternative` serves the alternative configuration: the other defensible reading
+//! wherever the spec leaves a choice open (see `rewind_reference::variant`).
 //!
 //! Prints `listening on http://ADDR` once it accepts connections (with `--listen ...:0` the
 //! system picks the port), and stops on Ctrl-C or SIGTERM.
@@ -13,6 +17,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use rewind_reference::driver::ReferenceDriver;
 use rewind_reference::server::{serve, ServerState};
+use rewind_reference::Variant;
 
 /// Serves the reference implementation of the conversation Rewind operation over the
 /// rewind-conformance driver protocol (version 1).
@@ -26,6 +31,10 @@ struct Args {
     /// as unsupported. Default: every runtime the reference knows.
     #[arg(long, value_delimiter = ',')]
     runtimes: Option<Vec<String>>,
+    /// Which reading to take where the spec leaves a choice open. Both pass the conformance
+    /// suite; `alternative` exists to prove that the suite accepts other spec-correct readings.
+    #[arg(long, value_enum, default_value_t = Variant::Recommended)]
+    variant: Variant,
 }
 
 fn main() -> ExitCode {
@@ -44,8 +53,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    tracing::info!(variant = %args.variant, "serving the reference");
     let state = ServerState::new(ReferenceDriver {
         supported_runtimes: args.runtimes,
+        variant: args.variant,
     });
     let result = runtime.block_on(serve(
         args.listen,
@@ -78,5 +89,54 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("rewind-reference-server").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_variant_defaults_to_recommended() {
+        let args = parse(&[]).expect("no arguments");
+        assert_eq!(args.variant, Variant::Recommended);
+        assert_eq!(args.runtimes, None);
+    }
+
+    #[test]
+    fn the_variant_flag_takes_both_names_and_nothing_else() {
+        assert_eq!(
+            parse(&["--variant", "alternative"])
+                .expect("alternative")
+                .variant,
+            Variant::Alternative
+        );
+        assert_eq!(
+            parse(&["--variant=recommended"])
+                .expect("recommended")
+                .variant,
+            Variant::Recommended
+        );
+        let err = parse(&["--variant", "other"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = err.to_string();
+        assert!(
+            text.contains("recommended") && text.contains("alternative"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_help_documents_the_variant() {
+        let help = <Args as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("--variant"), "{help}");
+        assert!(help.contains("alternative"), "{help}");
+        assert!(help.contains("[default: recommended]"), "{help}");
     }
 }

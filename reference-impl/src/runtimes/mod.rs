@@ -160,6 +160,24 @@ impl RestoreFailure {
             RestoreFailure::BadRef { .. } => "bad_ref",
         }
     }
+
+    /// Whether the runtime may have changed although the restore failed: the call hung past
+    /// the restore time limit (it may still land), the runtime died or dropped the connection
+    /// in the middle of it, or it reported success while the verifying read-back shows no
+    /// effect. The other failures are definite refusals before any effect (an error answer, an
+    /// unknown session, a busy runtime, a release without the method, an unreachable runtime,
+    /// a malformed ref).
+    ///
+    /// The service sees one restore call per agent, not the runtime's individual requests, so
+    /// a hang or crash is unknown whichever request of the restore it hit.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(
+            self,
+            RestoreFailure::Timeout { .. }
+                | RestoreFailure::Crashed { .. }
+                | RestoreFailure::NotVerified { .. }
+        )
+    }
 }
 
 fn ref_str<'a>(target: &'a RestoreTarget, key: &str) -> Result<Option<&'a str>, RestoreFailure> {
@@ -247,6 +265,53 @@ mod tests {
                 capability.strategy
             );
         }
+    }
+
+    #[test]
+    fn only_hangs_crashes_and_unverified_successes_leave_the_outcome_unknown() {
+        let r = "codex";
+        let unknown = [
+            RestoreFailure::Timeout {
+                runtime: r,
+                action: "thread/rollback".into(),
+                timeout_ms: 1,
+            },
+            RestoreFailure::Crashed {
+                runtime: r,
+                action: "thread/rollback".into(),
+                detail: "exit 134".into(),
+            },
+            RestoreFailure::NotVerified {
+                runtime: r,
+                expected: "1 turn".into(),
+                found: "3 turns".into(),
+            },
+        ];
+        let definite = [
+            RestoreFailure::Refused {
+                runtime: r,
+                action: "thread/rollback".into(),
+                message: "unknown variant".into(),
+            },
+            RestoreFailure::UnknownSession {
+                runtime: r,
+                id: "t".into(),
+            },
+            RestoreFailure::Busy {
+                runtime: r,
+                message: "in progress".into(),
+            },
+            RestoreFailure::Unreachable {
+                runtime: r,
+                detail: "refused".into(),
+            },
+            RestoreFailure::BadRef {
+                strategy: "s".into(),
+                detail: "missing".into(),
+            },
+        ];
+        assert!(unknown.iter().all(RestoreFailure::outcome_unknown));
+        assert!(!definite.iter().any(RestoreFailure::outcome_unknown));
     }
 
     #[tokio::test]
