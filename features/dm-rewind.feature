@@ -35,7 +35,7 @@ Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
       | h-m6      | 10  |                                                             |
       | h-rewound | 5   |                                                             |
 
-  @rule:inv.no-membership-change @rule:inv.no-private-grant-change @rule:inv.cursors-within-visible-tail
+  @rule:inv.no-membership-change @rule:inv.no-private-grant-change @rule:inv.cursors-within-visible-tail @ambiguity:cursor-clamp-and-notice
   Scenario: membership, grants and cursors after a rewind
     When human "alice" rewinds to before message "h-m3"
     Then the rewind completes

@@ -11,28 +11,28 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     And a "conversation:rewound" event was published to scope "ch-notes"
     And the conversation:rewound payload carries no suffix content
 
-  @rule:realtime.conversation-rewound @rule:scope.parent-broadcast-not-tombstone
+  @rule:realtime.conversation-rewound @rule:scope.parent-broadcast-not-tombstone @ambiguity:reply-thread-broadcast-scope
   Scenario: a reply-thread rewind invalidates the thread's parent scope
     Given the conversation "reply-threads-human"
     When human "alice" rewinds to before message "tt-2"
     Then the rewind completes
-    And a "conversation:rewound" event was published to scope "ch-team"
+    And a "conversation:rewound" event was published to the parent "ch-team", or to it and the thread "th-tail"
 
-  @rule:realtime.notice-system-message @rule:realtime.notice-message-created @rule:realtime.notice-idempotent-client-id @rule:realtime.notice-no-suffix-text
+  @rule:realtime.notice-system-message @rule:realtime.notice-message-created @rule:realtime.notice-idempotent-client-id @rule:realtime.notice-no-suffix-text @ambiguity:notice-is-the-named-exception
   Scenario: the rewind posts one system notice in the primary scope
     Given the conversation "dm-two-humans"
     When human "alice" rewinds to before message "h-m4"
     Then the rewind completes
     And a rewind notice was posted in scope "dm-alice-bob"
 
-  @rule:realtime.notice-system-message
+  @rule:realtime.notice-system-message @ambiguity:notice-is-the-named-exception
   Scenario: a thread rewind's notice goes to the thread, not its parent
     Given the conversation "reply-threads-human"
     When human "alice" rewinds to before message "tt-2"
     Then the rewind completes
     And a rewind notice was posted in scope "th-tail"
 
-  @rule:realtime.not-other-event @rule:realtime.notice-no-notification @rule:realtime.notice-no-agent-wake @rule:inv.no-side-records
+  @rule:realtime.not-other-event @rule:realtime.notice-no-notification @rule:realtime.notice-no-agent-wake @rule:inv.no-side-records @ambiguity:notice-is-the-named-exception
   Scenario: the rewind and its notice create no activity, delivery or stream rows
     Given the conversation "projections-human-suffix"
     When human "alice" rewinds to before message "n-4"

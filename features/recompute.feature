@@ -21,14 +21,15 @@ Feature: Recompute and clamp after the tombstone (spec section 6.2)
     Then the new message's seq is above 6
     And the visible summary of scope "ch-notes" counts only its non-rewound messages
 
-  @rule:recompute.clamp-last-read-seq @rule:recompute.clamp-last-read-global-seq @rule:recompute.clamp-owner-context-dismissed @rule:recompute.scope-read-state @rule:inv.cursors-within-visible-tail
+  @rule:recompute.clamp-last-read-seq @rule:recompute.clamp-last-read-global-seq @rule:recompute.clamp-owner-context-dismissed @rule:recompute.scope-read-state @rule:inv.cursors-within-visible-tail @ambiguity:cursor-clamp-and-notice
   Scenario: read and dismiss cursors are clamped to the visible tail, lower ones kept
     Then the "scope_memberships" rows where "scope_id" is "ch-notes" are:
       | user_id | last_read_seq | last_read_global_seq | owner_context_dismissed_through_global_seq |
       | alice   | 3             | 3                    | 3                                          |
       | bob     | 3             | 3                    | 2                                          |
+    And no cursor is past its scope's visible tail
 
-  @rule:recompute.clamp-derived-read-cursor @rule:inv.cursors-within-visible-tail
+  @rule:recompute.clamp-derived-read-cursor @rule:inv.cursors-within-visible-tail @ambiguity:cursor-clamp-and-notice
   Scenario: the read state derived from the cursors stays within the visible tail
     Then the read cursor of human "alice" in scope "ch-notes" is 3, within the visible tail
     And the read cursor of human "bob" in scope "ch-notes" is 3, within the visible tail

@@ -13,7 +13,7 @@ Feature: Runtime recovery guards (spec sections 3, 5 and 9)
     When human "alice" rewinds to before message "u-1"
     Then the rewind is refused with "rewind is blocked because a related agent does not support rewind"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:runtime.strategy-not-deliverable-runtime @rule:runtime.ids-strategies-separate @rule:err.agent-unsupported
   Scenario: a recovery strategy name is not accepted as a runtime
@@ -26,7 +26,7 @@ Feature: Runtime recovery guards (spec sections 3, 5 and 9)
     When human "alice" rewinds to before message "m-1"
     Then the rewind is refused with "rewind is blocked because a required recovery point is missing"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:runtime.validate-strategy-match @rule:err.recovery-point-missing
   Scenario: a recovery point of another runtime's strategy counts as missing
@@ -39,7 +39,7 @@ Feature: Runtime recovery guards (spec sections 3, 5 and 9)
     When human "alice" rewinds to before message "d-1"
     Then the rewind is refused with "rewind is blocked because a related agent is no longer available for recovery"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:runtime.validate-agent-available @rule:err.agent-unavailable
   Scenario: an agent whose machine was deleted blocks the rewind
@@ -52,7 +52,7 @@ Feature: Runtime recovery guards (spec sections 3, 5 and 9)
     When human "alice" rewinds to before message "b-1"
     Then the rewind is refused with "rewind is blocked because a related agent touched another conversation after first participation"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:thread.cascade-recovery-point-check @rule:err.recovery-point-missing
   Scenario: an agent in the cascaded reply thread needs a recovery point too

@@ -11,7 +11,7 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
     When human "alice" rewinds to before message "t-2"
     Then the rewind is refused with "rewind is blocked because a later message has a reply thread"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:thread.tail-target-fork-cascades @rule:cascade.child-tombstone-from-seq-one @rule:scope.cascade-from-seq-one @rule:scope.channel-supported
   Scenario: the target's own tail thread is rewound with it
@@ -20,12 +20,10 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
     And messages "t-4, tt-1, tt-2" are rewound tombstones
     And messages "t-1, t-2, t-3, tm-1" are untouched
 
-  @rule:thread.tail-target-fork-cascades @rule:scope.cascade-boundary-fields
-  Scenario: a thread on the suffix's last message cascades when the target is earlier
+  @rule:thread.tail-target-fork-cascades @rule:scope.cascade-boundary-fields @ambiguity:tail-fork-below-target
+  Scenario: a thread on the suffix's last message cascades when the target is earlier, or blocks it
     When human "alice" rewinds to before message "t-3"
-    Then the rewind completes
-    And messages "t-3, t-4, tt-1, tt-2" are rewound tombstones
-    And scope "th-tail" is archived
+    Then the rewind cascades into the tail thread "th-tail", tombstoning "t-3, t-4, tt-1, tt-2", or is refused for the later reply thread
     And scope "th-mid" is not archived
 
   @rule:thread.cascade-other-human-guard @rule:err.other-human-message
@@ -33,7 +31,7 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
     When human "alice" rewinds to before message "b-2"
     Then the rewind is refused with "rewind is blocked because another human sent a later message"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
 
   @rule:cascade.archive-child-scope @rule:cascade.no-delete-path
   Scenario: the cascaded thread is archived, not deleted
@@ -68,16 +66,16 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
       | tt-2       | suppressed |
     And no transcript or projection holds the canaries of messages "t-4, tt-1, tt-2"
 
-  @rule:scope.reply-thread-supported @rule:recompute.reply-thread-summary @rule:scope.parent-broadcast-not-tombstone
+  @rule:scope.reply-thread-supported @rule:recompute.reply-thread-summary @rule:scope.parent-broadcast-not-tombstone @ambiguity:notice-in-reply-summary
   Scenario: a rewind inside a reply thread leaves the parent scope alone
     When human "alice" rewinds to before message "tt-2"
     Then the rewind completes
     And messages "tt-2" are rewound tombstones
     And messages "t-1, t-2, t-3, tt-1" are untouched
     And scope "th-tail" is not archived
-    And the "scope_messages" rows where "id" is "t-4" are:
-      | content                                | reply_count | last_reply_at          |
-      | Decision: managed hosting CANARY-th-t4d | 1           | 2026-01-01 00:06:00+00 |
+    And the "scope_messages" rows where "id" is "t-4" are, by ambiguity "notice-in-reply-summary":
+      | content                                 | reply_count | last_reply_at                          |
+      | Decision: managed hosting CANARY-th-t4d | 1 or 2      | 2026-01-01 00:06:00+00 or <notice at> |
 
   @rule:lifecycle.thread-id-primary-scope @rule:lifecycle.thread-id-no-broadcast
   Scenario: the operation of a thread rewind belongs to the thread, not its parent

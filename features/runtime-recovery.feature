@@ -24,17 +24,17 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "cody" was restored to its recovery point for message "codex-1"
     And the codex thread of agent "cody" has no turns
 
-  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores
+  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores @ambiguity:restore-failure-wording
   Scenario: a Codex release without thread/rollback fails the restore, and nothing is applied
     Given the conversation "runtime-agents"
     And the codex runtime is release "0.156.0"
     When human "alice" rewinds to before message "codex-3"
-    Then the rewind is refused with code "runtime_restore_failed"
+    Then the rewind is refused as a failed runtime restore
     And messages "codex-3, codex-4" are untouched
-    And the rewind operation has status "failed"
+    And no rewind operation is recorded but a failed one
     And the codex session of agent "cody" is as seeded
 
-  @rule:runtime.claude-resume-session-at @rule:runtime.claude-recovery-ref @rule:runtime.claude-no-rewind-files @rule:runtime.formal-strategies @rule:sem.no-workspace-restore @rule:runtime.restore-verify
+  @rule:runtime.claude-resume-session-at @rule:runtime.claude-recovery-ref @rule:runtime.claude-no-rewind-files @rule:runtime.formal-strategies @rule:sem.no-workspace-restore @rule:runtime.restore-verify @ambiguity:claude-restore-evidence
   Scenario: a claude agent resumes its session at the boundary before the target, without rewinding files
     Given the conversation "runtime-agents"
     When human "alice" rewinds to before message "claude-3"
@@ -70,17 +70,17 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "bix" was restored to its recovery point for message "builtin-3"
     And messages "builtin-3, builtin-4" are rewound tombstones
 
-  @rule:runtime.opencode-context-only @rule:sem.no-workspace-restore
+  @rule:runtime.opencode-context-only @rule:sem.no-workspace-restore @ambiguity:restore-failure-wording @ambiguity:opencode-context-only
   Scenario: an opencode server that would also revert files is not used for a rewind
     Given the conversation "runtime-agents"
     And the opencode server keeps file snapshots
     When human "alice" rewinds to before message "opencode-3"
-    Then the rewind is refused with code "runtime_restore_failed"
+    Then the rewind is refused as a failed runtime restore
     And the opencode runtime received no "revert" call
     And messages "opencode-3, opencode-4" are untouched
-    And the rewind operation has status "failed"
+    And no rewind operation is recorded but a failed one
 
-  @rule:thread.cascade-runtime-restore @rule:runtime.flow-order
+  @rule:thread.cascade-runtime-restore @rule:runtime.flow-order @ambiguity:claude-restore-evidence
   Scenario Outline: an agent reached only through the cascaded reply thread is restored too (<runtime>)
     Given the conversation "runtime-agents"
     When human "alice" rewinds to before message "<runtime>-c3"
@@ -97,7 +97,7 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
       | opencode | ode-t  |
       | builtin  | bix-t  |
 
-  @rule:runtime.apply-after-all-restores @rule:runtime.flow-order
+  @rule:runtime.apply-after-all-restores @rule:runtime.flow-order @ambiguity:claude-restore-evidence
   Scenario: every related agent is restored before anything is tombstoned
     Given the conversation "channel-two-humans-two-agents"
     When human "alice" rewinds to before message "msg-ch-7"
@@ -106,12 +106,12 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "agent-opencode" was restored to its recovery point for message "msg-ch-7"
     And every runtime restore happened before the first tombstone
 
-  @rule:runtime.apply-after-all-restores @rule:lifecycle.repair-required
+  @rule:runtime.apply-after-all-restores @rule:lifecycle.repair-required @ambiguity:restore-failure-wording
   Scenario: a second agent's failed restore applies nothing, and a restore that already ran asks for repair
     Given the conversation "channel-two-humans-two-agents"
     And the opencode runtime answers the restore of agent "agent-opencode" with "error"
     When human "alice" rewinds to before message "msg-ch-7"
-    Then the rewind is refused with code "runtime_restore_failed"
+    Then the rewind is refused as a failed runtime restore
     And messages "msg-ch-7, msg-ch-8, msg-ch-9" are untouched
     And the operation is "repair_required" if another agent's runtime was restored first, else "failed"
 
@@ -123,11 +123,11 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the codex runtime has received the restore of agent "cody"
     And the harness appends a message by human "alice" to scope "dm-codex"
     And the started rewind finishes
-    Then the rewind is refused with code "repair_required"
+    Then the rewind is refused with "rewind is blocked because newer activity changed the conversation"
     And messages "codex-3, codex-4" are untouched
     And the rewind operation has status "repair_required"
 
-  @rule:apply.delete-consumed-recovery-points @rule:inv.recovery-point-lifecycle
+  @rule:apply.delete-consumed-recovery-points @rule:inv.recovery-point-lifecycle @ambiguity:consumed-recovery-points
   Scenario: the rewind deletes only the recovery points of the rewound messages
     Given the conversation "runtime-agents"
     When human "alice" rewinds to before message "codex-3"
@@ -149,7 +149,7 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     When human "alice" rewinds to before message "<runtime>-3"
     Then the rewind is refused with "<message>"
     And the database is unchanged
-    And no rewind operation is recorded
+    And no rewind operation is recorded but a failed one
     And no runtime received a call
 
     Examples: codex

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use rewind_conformance::catalog::{scan_features, Catalog, Coverage, Untestable};
+use rewind_conformance::catalog::{scan_features, Catalog, Coverage, Register, Untestable};
 use rewind_conformance::expectations::Expectations;
 use rewind_conformance::fixtures::load_fixture_dir;
 use rewind_conformance::postgres::{
@@ -152,6 +152,9 @@ struct Paths {
     /// Rules no black-box scenario can check, with reasons.
     #[arg(long, default_value = "features/untestable.yaml")]
     untestable: PathBuf,
+    /// The ambiguity register: what the spec leaves open and which readings the steps accept.
+    #[arg(long, default_value = "features/ambiguities.yaml")]
+    ambiguities: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -342,8 +345,10 @@ fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
     let scan = scan_features(&args.paths.features)
         .with_context(|| format!("reading features in `{}`", args.paths.features.display()))?;
     let untestable = Untestable::load(&args.paths.untestable)?;
+    let register = Register::load(&args.paths.ambiguities)?;
     let coverage = Coverage::compute(&catalog, &scan);
-    let failures = coverage.hard_failures();
+    let mut failures = coverage.hard_failures();
+    failures.extend(register.check(&scan, features_dir(&args.paths.features)));
     for failure in &failures {
         println!("error: {failure}");
     }
@@ -366,9 +371,37 @@ fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
     for message in &coverage.unasserted_messages {
         println!("  error message never asserted verbatim: \"{message}\"");
     }
+    println!(
+        "{} ambiguities registered ({} tagged on scenarios, {} step-wide, {} not observable yet)",
+        register.entries().len(),
+        register
+            .entries()
+            .iter()
+            .filter(|e| !e.scenarios.is_empty())
+            .count(),
+        register
+            .entries()
+            .iter()
+            .filter(|e| !e.steps.is_empty())
+            .count(),
+        register
+            .entries()
+            .iter()
+            .filter(|e| e.untested.is_some())
+            .count()
+    );
     let strict_gaps =
         args.strict && (!uncovered.is_empty() || !coverage.unasserted_messages.is_empty());
     Ok(failures.is_empty() && !strict_gaps)
+}
+
+/// The directory the register's scenario names are relative to.
+fn features_dir(features: &std::path::Path) -> &std::path::Path {
+    if features.is_file() {
+        features.parent().unwrap_or(features)
+    } else {
+        features
+    }
 }
 
 fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> {
@@ -399,11 +432,20 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             scan.parse_errors.join("\n  ")
         );
     }
+    let register = Register::load(&args.paths.ambiguities)?;
+    let problems = register.check(&scan, features_dir(&args.paths.features));
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "the ambiguity tags and the register disagree:\n  {}",
+            problems.join("\n  ")
+        );
+    }
     let fixtures = load_fixture_dir(&args.fixtures)?;
     let profile = match &args.profile {
         Some(path) => CapabilityProfile::load(path)?,
         None => CapabilityProfile::compiled(),
     };
+    profile.check_error_codes(&catalog)?;
     let expectations = match &args.expectations {
         Some(path) => Expectations::load(path)?,
         None => Expectations::default(),
@@ -429,7 +471,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
-    let outcome = run_on_server(&args, &server, sut, profile, catalog, fixtures).await;
+    let outcome = run_on_server(&args, &server, sut, profile, catalog, register, fixtures).await;
     server.shutdown().await;
     let (mut report, stats) = outcome?;
     let stale = report.apply_expectations(&expectations, &stats.parsed);
@@ -484,6 +526,7 @@ async fn run_on_server(
     sut: Arc<dyn SystemUnderTest>,
     profile: CapabilityProfile,
     catalog: Catalog,
+    register: Register,
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
     let template =
@@ -518,6 +561,9 @@ async fn run_on_server(
             request_timeout_ms: args.request_timeout * 1000,
         },
         violations: Mutex::new(Default::default()),
+        register,
+        readings: Mutex::new(Default::default()),
+        codes: Mutex::new(Default::default()),
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
@@ -532,6 +578,9 @@ async fn run_on_server(
         .map(|mut report| {
             if let Ok(violations) = context.violations.lock() {
                 report.mark_violations(&violations);
+            }
+            if let Ok(readings) = context.readings.lock() {
+                report.mark_readings(&readings);
             }
             report
         });
@@ -620,6 +669,23 @@ fn print_summary(
     }
     for error in &report.record.parse_errors {
         println!("  parse error: {error}");
+    }
+    let readings = report.reading_counts();
+    if !readings.is_empty() {
+        println!("  readings taken where the spec leaves a choice (features/ambiguities.yaml):");
+        for (ambiguity, counts) in &readings {
+            let taken: Vec<String> = counts
+                .iter()
+                .map(|(reading, n)| format!("{reading} ({n})"))
+                .collect();
+            println!("    {ambiguity:<30} {}", taken.join(", "));
+        }
+    }
+    if !report.refusal_codes.is_empty() {
+        println!("  refusal codes answered (consistent within the run):");
+        for (message, code) in &report.refusal_codes {
+            println!("    {code:<30} {message}");
+        }
     }
     let median = |mut v: Vec<Duration>| {
         v.sort();

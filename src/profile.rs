@@ -14,9 +14,14 @@
 //! # profile.yaml
 //! runtimes: [claude, opencode]
 //! surfaces: [read-state, message-sync]
+//! # Optional: the machine code of each section 9 refusal (catalog error rule id -> code).
+//! # Declared codes are required; without a declaration any codes pass that are consistent
+//! # within the run (one code per error, distinct errors distinct codes).
+//! errorCodes:
+//!   err.other-human-message: OTHER_HUMAN
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -37,6 +42,8 @@ pub struct CapabilityProfile {
     pub runtimes: BTreeSet<String>,
     /// Optional surfaces it serves (a subset of [`SURFACES`]).
     pub surfaces: BTreeSet<String>,
+    /// Declared refusal codes: catalog error rule id (`err.*`) to the implementation's code.
+    pub error_codes: BTreeMap<String, String>,
     /// Where the declaration came from, for reports.
     pub source: ProfileSource,
 }
@@ -64,9 +71,12 @@ pub type ProfileError = crate::input_file::InputFileError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct ProfileDoc {
     runtimes: Vec<Spanned<String>>,
     surfaces: Vec<Spanned<String>>,
+    #[serde(default)]
+    error_codes: BTreeMap<String, Spanned<String>>,
 }
 
 impl CapabilityProfile {
@@ -91,6 +101,7 @@ impl CapabilityProfile {
         CapabilityProfile {
             runtimes: pick(&RUNTIMES),
             surfaces: pick(&SURFACES),
+            error_codes: BTreeMap::new(),
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -100,6 +111,7 @@ impl CapabilityProfile {
         CapabilityProfile {
             runtimes: RUNTIMES.iter().map(|r| (*r).to_owned()).collect(),
             surfaces: SURFACES.iter().map(|s| (*s).to_owned()).collect(),
+            error_codes: BTreeMap::new(),
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -130,11 +142,48 @@ impl CapabilityProfile {
             }
             Ok(out)
         };
+        let mut error_codes = BTreeMap::new();
+        let mut by_code: BTreeMap<String, String> = BTreeMap::new();
+        for (rule, code) in doc.error_codes {
+            let at = |detail: String| ProfileError::at(path, code.referenced, detail);
+            if !rule.starts_with("err.") {
+                return Err(at(format!(
+                    "errorCodes: `{rule}` is not an error rule id (they start with `err.`)"
+                )));
+            }
+            if code.value.trim().is_empty() {
+                return Err(at(format!("errorCodes: the code of `{rule}` is empty")));
+            }
+            if let Some(other) = by_code.insert(code.value.clone(), rule.clone()) {
+                return Err(at(format!(
+                    "errorCodes: `{rule}` and `{other}` both declare code `{}`; distinct errors \
+                     need distinct codes",
+                    code.value
+                )));
+            }
+            error_codes.insert(rule, code.value);
+        }
         Ok(CapabilityProfile {
             runtimes: names(doc.runtimes, &RUNTIMES, "runtime")?,
             surfaces: names(doc.surfaces, &SURFACES, "surface")?,
+            error_codes,
             source: ProfileSource::File(path.to_path_buf()),
         })
+    }
+
+    /// Checks the declared codes name error rules of `catalog`.
+    pub fn check_error_codes(&self, catalog: &crate::catalog::Catalog) -> anyhow::Result<()> {
+        for rule in self.error_codes.keys() {
+            let known = catalog
+                .get(rule)
+                .is_some_and(|r| r.kind == crate::catalog::RuleKind::Error);
+            anyhow::ensure!(
+                known,
+                "{}: errorCodes: `{rule}` is not an error rule of the catalog",
+                self.source
+            );
+        }
+        Ok(())
     }
 
     /// A one-line description for reports.
@@ -188,6 +237,17 @@ mod tests {
         assert!(err.to_string().contains("unknown key `runtime`"), "{err}");
         let err = parse("runtimes: [codex]\n").expect_err("missing");
         assert!(err.to_string().contains("missing key `surfaces`"), "{err}");
+    }
+
+    #[test]
+    fn declared_error_codes_are_checked_for_shape_and_clashes() {
+        let p = parse("runtimes: []\nsurfaces: []\nerrorCodes:\n  err.a: A\n").expect("valid");
+        assert_eq!(p.error_codes.get("err.a").map(String::as_str), Some("A"));
+        let err = parse("runtimes: []\nsurfaces: []\nerrorCodes:\n  err.a: A\n  err.b: A\n")
+            .expect_err("clash");
+        assert!(err.to_string().starts_with("profile.yaml:5:"), "{err}");
+        let err = parse("runtimes: []\nsurfaces: []\nerrorCodes:\n  other: A\n").expect_err("id");
+        assert!(err.to_string().contains("not an error rule id"), "{err}");
     }
 
     #[test]

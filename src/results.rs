@@ -24,6 +24,10 @@ pub struct Results {
     pub sut: String,
     /// Every scenario that ran.
     pub scenarios: Vec<ScenarioResult>,
+    /// Section 9 message to the code the implementation gave it (codes are the
+    /// implementation's; the run only checks they are consistent).
+    #[serde(default)]
+    pub refusal_codes: BTreeMap<String, String>,
 }
 
 /// One scenario's outcome.
@@ -42,6 +46,10 @@ pub struct ScenarioResult {
     pub verdict: String,
     /// The first failure, if any.
     pub failure: Option<String>,
+    /// The readings of the ambiguity register the implementation took here (ambiguity id to
+    /// reading id, see `features/ambiguities.yaml`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub readings: BTreeMap<String, String>,
 }
 
 /// Writes `report` to `path`.
@@ -58,6 +66,7 @@ pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()>
                 tags: s.tags.clone(),
                 verdict: s.verdict.as_str().to_owned(),
                 failure: s.failure.clone(),
+                readings: s.readings.clone(),
             })
         })
         .chain(report.not_applicable.iter().map(|n| ScenarioResult {
@@ -67,6 +76,7 @@ pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()>
             tags: Vec::new(),
             verdict: "not_applicable".to_owned(),
             failure: Some(n.reason.clone()),
+            readings: BTreeMap::new(),
         }))
         .collect();
     scenarios.sort_by(|a, b| (&a.feature, a.line).cmp(&(&b.feature, b.line)));
@@ -75,6 +85,7 @@ pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()>
         version: 1,
         sut: sut.to_owned(),
         scenarios,
+        refusal_codes: report.refusal_codes.clone(),
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
@@ -147,6 +158,40 @@ pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
             println!(
                 "only in `{}` ({}): {}:{} {}",
                 b.sut, r.verdict, k.0, k.1, k.2
+            );
+        }
+    }
+    // Readings are the implementations' own choices where the spec leaves one: shown, never
+    // counted as a difference.
+    let taken = |r: &Results| {
+        let mut out: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for s in &r.scenarios {
+            for (ambiguity, reading) in &s.readings {
+                out.entry(ambiguity.clone())
+                    .or_default()
+                    .insert(reading.clone());
+            }
+        }
+        out
+    };
+    let (ta, tb) = (taken(&a), taken(&b));
+    for ambiguity in ta
+        .keys()
+        .chain(tb.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let (ra, rb) = (ta.get(ambiguity), tb.get(ambiguity));
+        if ra != rb {
+            let list = |r: Option<&std::collections::BTreeSet<String>>| {
+                r.map(|set| set.iter().cloned().collect::<Vec<_>>().join(", "))
+                    .unwrap_or_else(|| "-".to_owned())
+            };
+            println!(
+                "reading of `{ambiguity}`: `{}` took {}, `{}` took {}",
+                a.sut,
+                list(ra),
+                b.sut,
+                list(rb)
             );
         }
     }

@@ -129,3 +129,91 @@ fn report_uncovered_rules() {
         println!("uncovered: {id}");
     }
 }
+
+#[test]
+fn every_ambiguity_tag_and_register_entry_agree() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let register =
+        rewind_conformance::catalog::Register::load(&root.join("features/ambiguities.yaml"))
+            .expect("the ambiguity register loads");
+    let scan = scan_features(&root.join("features")).expect("features readable");
+    let problems = register.check(&scan, &root.join("features"));
+    assert!(
+        problems.is_empty(),
+        "ambiguity register:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Every `take_reading("<ambiguity>", "<reading>")` a step makes names a register entry and one
+/// of its readings, and every step-wide entry's step text is a step the suite defines: the
+/// register cannot drift from the steps that apply it.
+#[test]
+fn the_steps_and_the_register_name_the_same_readings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let register =
+        rewind_conformance::catalog::Register::load(&root.join("features/ambiguities.yaml"))
+            .expect("the ambiguity register loads");
+    let mut sources = String::new();
+    for entry in std::fs::read_dir(root.join("src/suite/steps")).expect("steps dir") {
+        let path = entry.expect("entry").path();
+        sources.push_str(&std::fs::read_to_string(&path).expect("step source"));
+    }
+    let call =
+        regex::Regex::new(r#"take_reading\(\s*"([a-z0-9-]+)",\s*(?:"([a-z0-9-]+)"|([a-z_]+))"#)
+            .expect("regex");
+    let quoted = regex::Regex::new(r#""([a-z0-9-]+)""#).expect("regex");
+    let mut problems = Vec::new();
+    for found in call.captures_iter(&sources) {
+        let id = &found[1];
+        let Some(entry) = register.get(id) else {
+            problems.push(format!(
+                "a step takes ambiguity `{id}`, which the register lacks"
+            ));
+            continue;
+        };
+        let readings: Vec<String> = match found.get(2) {
+            Some(reading) => vec![reading.as_str().to_owned()],
+            // A variable: every quoted kebab literal near the call must be a reading.
+            None => Vec::new(),
+        };
+        for reading in readings {
+            if !entry.readings.iter().any(|r| r.id == reading) {
+                problems.push(format!(
+                    "a step takes reading `{reading}` of `{id}`, which it lacks"
+                ));
+            }
+        }
+    }
+    // Readings chosen through a variable are string literals returned nearby; check that every
+    // reading id the register lists for a recorded entry appears somewhere in the steps.
+    let recorded: std::collections::BTreeSet<&str> = call
+        .captures_iter(&sources)
+        .map(|c| c.get(1).map(|m| m.as_str()).unwrap_or_default())
+        .collect();
+    let literals: std::collections::BTreeSet<&str> = quoted
+        .captures_iter(&sources)
+        .map(|c| c.get(1).map(|m| m.as_str()).unwrap_or_default())
+        .collect();
+    for entry in register.entries() {
+        if recorded.contains(entry.id.as_str()) {
+            for reading in &entry.readings {
+                if !literals.contains(reading.id.as_str()) {
+                    problems.push(format!(
+                        "reading `{}` of `{}` is never recorded by a step",
+                        reading.id, entry.id
+                    ));
+                }
+            }
+        }
+        for step in &entry.steps {
+            if !sources.contains(&format!("\"{step}\"")) && !sources.contains(step.as_str()) {
+                problems.push(format!(
+                    "ambiguity `{}` applies to step `{step}`, which no step defines",
+                    entry.id
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

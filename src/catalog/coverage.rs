@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use cucumber::gherkin::{self, GherkinEnv};
 
+use super::ambiguities::AMBIGUITY_TAG_PREFIX;
 use super::{Catalog, RuleKind};
 
 /// Tag prefix that links a scenario to a catalog rule.
@@ -30,6 +31,10 @@ pub struct RuleTag {
 pub struct FeatureScan {
     /// Every `@rule:` tag found; a feature-level tag counts for each of its scenarios.
     pub tags: Vec<RuleTag>,
+    /// Every `@ambiguity:` tag found (the id after the prefix), placed like `tags`.
+    pub ambiguity_tags: Vec<RuleTag>,
+    /// Every feature file read.
+    pub files: Vec<PathBuf>,
     /// Number of scenarios (outline examples count once).
     pub scenarios: usize,
     /// Concatenated text of all feature files, for verbatim-message checks.
@@ -50,6 +55,7 @@ pub fn scan_features(path: &Path) -> std::io::Result<FeatureScan> {
     let mut scan = FeatureScan::default();
     for file in files {
         let text = std::fs::read_to_string(&file)?;
+        scan.files.push(file.clone());
         scan.text.push_str(&text);
         scan.text.push('\n');
         let feature = match gherkin::Feature::parse(&text, GherkinEnv::default()) {
@@ -61,15 +67,20 @@ pub fn scan_features(path: &Path) -> std::io::Result<FeatureScan> {
         };
         let mut add = |tags: &[String], line: usize, column: usize, scenario: &str| {
             for tag in tags {
-                if let Some(id) = tag.strip_prefix(RULE_TAG_PREFIX) {
-                    scan.tags.push(RuleTag {
-                        id: id.to_owned(),
-                        file: file.clone(),
-                        line,
-                        column,
-                        scenario: scenario.to_owned(),
-                    });
-                }
+                let (list, id) = if let Some(id) = tag.strip_prefix(RULE_TAG_PREFIX) {
+                    (&mut scan.tags, id)
+                } else if let Some(id) = tag.strip_prefix(AMBIGUITY_TAG_PREFIX) {
+                    (&mut scan.ambiguity_tags, id)
+                } else {
+                    continue;
+                };
+                list.push(RuleTag {
+                    id: id.to_owned(),
+                    file: file.clone(),
+                    line,
+                    column,
+                    scenario: scenario.to_owned(),
+                });
             }
         };
         let scenarios = feature

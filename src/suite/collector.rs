@@ -65,6 +65,8 @@ pub struct ScenarioRecord {
     pub verdict: Verdict,
     /// The first failure's message.
     pub failure: Option<String>,
+    /// The readings of the ambiguity register it took (ambiguity id to reading id).
+    pub readings: BTreeMap<String, String>,
 }
 
 /// All scenarios of one feature file.
@@ -126,6 +128,7 @@ impl Collector {
                         tags,
                         verdict: Verdict::Passed,
                         failure: None,
+                        readings: BTreeMap::new(),
                     },
                 );
             }

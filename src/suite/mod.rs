@@ -5,6 +5,7 @@
 pub mod applicability;
 mod collector;
 pub mod fault_matrix;
+pub mod readings;
 mod steps;
 mod violations;
 pub mod world;
@@ -46,6 +47,8 @@ pub struct SuiteReport {
     pub record: RunRecord,
     /// Scenarios the capability profile left out, with the reason.
     pub not_applicable: Vec<applicability::NotApplicable>,
+    /// Section 9 message to the code the implementation gave it in this run.
+    pub refusal_codes: std::collections::BTreeMap<String, String>,
 }
 
 /// Scenario counts by verdict.
@@ -132,6 +135,34 @@ impl SuiteReport {
             .collect()
     }
 
+    /// Attaches to each scenario (by feature path and line) the readings it took.
+    pub fn mark_readings(&mut self, readings: &readings::Readings) {
+        for (path, feature) in &mut self.record.features {
+            for scenario in &mut feature.scenarios {
+                if let Some(taken) = readings.get(&(path.clone(), scenario.line)) {
+                    scenario.readings = taken.clone();
+                }
+            }
+        }
+    }
+
+    /// Per ambiguity id: how many scenarios took each reading.
+    pub fn reading_counts(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>> {
+        let mut out: std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>> =
+            Default::default();
+        for scenario in self.record.features.values().flat_map(|f| &f.scenarios) {
+            for (ambiguity, reading) in &scenario.readings {
+                *out.entry(ambiguity.clone())
+                    .or_default()
+                    .entry(reading.clone())
+                    .or_default() += 1;
+            }
+        }
+        out
+    }
+
     /// Marks the scenarios (by feature path and line) that met protocol violations.
     pub fn mark_violations(
         &mut self,
@@ -195,6 +226,16 @@ pub async fn run_suite(
             applicability: Arc::clone(&context.applicability),
         })
         .max_concurrent_scenarios(options.concurrency.max(1))
+        .before(|feature, rule, scenario, world| {
+            let mut tags = feature.tags.clone();
+            if let Some(rule) = rule {
+                tags.extend(rule.tags.iter().cloned());
+            }
+            tags.extend(scenario.tags.iter().cloned());
+            world.tags = tags;
+            world.scenario = scenario.name.clone();
+            Box::pin(async {})
+        })
         .after(|feature, _, scenario, finished, world| {
             let passed = matches!(finished, cucumber::event::ScenarioFinished::StepPassed);
             let key = (collector::feature_path(feature), scenario.position.line);
@@ -205,7 +246,13 @@ pub async fn run_suite(
                     let seen = world.violations.list();
                     if let (false, Ok(ctx)) = (seen.is_empty(), world::context()) {
                         if let Ok(mut all) = ctx.violations.lock() {
-                            all.insert(key, seen);
+                            all.insert(key.clone(), seen);
+                        }
+                    }
+                    let taken = std::mem::take(&mut world.readings);
+                    if let (false, Ok(ctx)) = (taken.is_empty(), world::context()) {
+                        if let Ok(mut all) = ctx.readings.lock() {
+                            all.insert(key.clone(), taken);
                         }
                     }
                     if let (Some(cell), Ok(ctx)) = (world.fault_cell.take(), world::context()) {
@@ -258,5 +305,10 @@ pub async fn run_suite(
             .into_iter()
             .filter(selected)
             .collect(),
+        refusal_codes: context
+            .codes
+            .lock()
+            .map(|c| c.spec_codes())
+            .unwrap_or_default(),
     })
 }

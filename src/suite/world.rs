@@ -17,7 +17,9 @@ use rewind_conformance::sut::{
 use sqlx::PgPool;
 
 pub use crate::suite::fault_matrix::FaultCell;
+use crate::suite::readings::{CodeTable, Readings};
 pub use crate::suite::violations::Violations;
+use rewind_conformance::catalog::{Policy, Register};
 
 /// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
 pub struct RunContext {
@@ -44,6 +46,12 @@ pub struct RunContext {
     pub applicability: Arc<crate::suite::applicability::Applicability>,
     /// Per scenario (feature path, line): the protocol violations it met.
     pub violations: Mutex<BTreeMap<(String, usize), Vec<String>>>,
+    /// The ambiguity register: the readings steps may accept.
+    pub register: Register,
+    /// Per scenario (feature path, line): the readings it took.
+    pub readings: Mutex<Readings>,
+    /// The refusal codes the implementation has answered so far.
+    pub codes: Mutex<CodeTable>,
 }
 
 impl RunContext {
@@ -120,6 +128,12 @@ pub struct RewindWorld {
     pub sent: Option<SentMessage>,
     /// A transaction the harness holds open (row locks) to stage a race.
     pub held: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    /// The scenario's name and tags (without `@`), set before its first step.
+    pub scenario: String,
+    /// See `scenario`.
+    pub tags: Vec<String>,
+    /// The readings of the ambiguity register this scenario's steps accepted.
+    pub readings: BTreeMap<String, String>,
     /// A rewind started in the background, not yet awaited.
     pub started: Option<(
         RewindRequest,
@@ -170,6 +184,48 @@ impl RewindWorld {
             .as_ref()
             .map(|(_, r)| r)
             .ok_or_else(|| anyhow!("no rewind was attempted in this scenario"))
+    }
+
+    /// Records that the implementation took `reading` of register entry `ambiguity`. Fails when
+    /// the register does not accept that reading, when a tagged entry's tag is missing from the
+    /// scenario, or when the scenario already took another reading of it.
+    pub fn take_reading(&mut self, ambiguity: &str, reading: &str) -> anyhow::Result<()> {
+        let ctx = context()?;
+        let entry = ctx.register.get(ambiguity).ok_or_else(|| {
+            anyhow!(
+                "a step took ambiguity `{ambiguity}`, which {} does not list",
+                ctx.register.path().display()
+            )
+        })?;
+        if !entry.accepts(reading) {
+            let accepted: Vec<&str> = match entry.policy {
+                Policy::AcceptEveryReading => {
+                    entry.readings.iter().map(|r| r.id.as_str()).collect()
+                }
+                Policy::OneReading => entry.chosen.iter().map(String::as_str).collect(),
+            };
+            anyhow::bail!(
+                "the implementation took reading `{reading}` of ambiguity `{ambiguity}`, but the                  register accepts only {accepted:?}: {}",
+                entry.reason
+            );
+        }
+        let tag = format!("ambiguity:{ambiguity}");
+        if !entry.scenarios.is_empty() && !self.tags.contains(&tag) {
+            anyhow::bail!(
+                "this step decides ambiguity `{ambiguity}`, but the scenario is not tagged                  `@{tag}` (tag it and list it in {})",
+                ctx.register.path().display()
+            );
+        }
+        match self.readings.get(ambiguity) {
+            Some(taken) if taken != reading => anyhow::bail!(
+                "the implementation took reading `{taken}` of ambiguity `{ambiguity}` earlier in                  this scenario, and now `{reading}`: one implementation, one reading"
+            ),
+            _ => {
+                self.readings
+                    .insert(ambiguity.to_owned(), reading.to_owned());
+            }
+        }
+        Ok(())
     }
 
     /// Collects the events the implementation published since the last collection.

@@ -65,6 +65,40 @@ async fn event_published(
 }
 
 /// No event of this name was published.
+/// A reply-thread rewind invalidates the thread's parent scope (spec section 2.1 names the parent
+/// as the scope of realtime); publishing to the thread as well is also accepted (ambiguity
+/// `reply-thread-broadcast-scope`). One event per scope.
+#[then(
+    expr = "a {string} event was published to the parent {string}, or to it and the thread {string}"
+)]
+async fn event_to_parent(
+    world: &mut RewindWorld,
+    name: String,
+    parent: String,
+    thread: String,
+) -> anyhow::Result<()> {
+    let mut scopes: Vec<&str> = world
+        .events
+        .iter()
+        .filter(|e| e.name == name)
+        .map(|e| e.scope_id.as_str())
+        .collect();
+    scopes.sort_unstable();
+    let mut expected_both = vec![parent.as_str(), thread.as_str()];
+    expected_both.sort_unstable();
+    let reading = if scopes == [parent.as_str()] {
+        "parent"
+    } else if scopes == expected_both {
+        "parent-and-thread"
+    } else {
+        anyhow::bail!(
+            "`{name}` went to scopes {scopes:?}; expected one event to the parent `{parent}`, or \
+             one to it and one to the thread `{thread}`"
+        );
+    };
+    world.take_reading("reply-thread-broadcast-scope", reading)
+}
+
 #[then(expr = "no {string} event was published")]
 async fn no_event(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
     let count = world.events.iter().filter(|e| e.name == name).count();
@@ -162,16 +196,23 @@ async fn notice_posted(world: &mut RewindWorld, scope: String) -> anyhow::Result
             "the notice quotes the rewound `{token}`"
         );
     }
-    let announced = world.events.iter().any(|e| {
+    // The event names the notice by its id or by its client message id (ambiguity
+    // `notice-event-identity`).
+    let names = |e: &&rewind_conformance::sut::RealtimeEvent, needle: &str| {
         e.name == "message.created"
             && e.scope_id == scope
-            && e.payload.to_string().contains(id.as_str())
-    });
-    ensure!(
-        announced,
-        "no `message.created` event in `{scope}` names the notice `{id}`"
-    );
-    Ok(())
+            && e.payload.to_string().contains(&format!("\"{needle}\""))
+    };
+    let reading = if world.events.iter().any(|e| names(&e, id)) {
+        "message-id"
+    } else if world.events.iter().any(|e| names(&e, &client_id)) {
+        "client-message-id"
+    } else {
+        anyhow::bail!(
+            "no `message.created` event in `{scope}` names the notice (`{id}` or `{client_id}`)"
+        );
+    };
+    world.take_reading("notice-event-identity", reading)
 }
 
 /// The rewind added no activity event, fanout row or durable stream event (rows that existed
@@ -217,20 +258,41 @@ async fn answer_clean(world: &mut RewindWorld) -> anyhow::Result<()> {
             "the answer quotes the rewound `{token}`: {text}"
         );
     }
-    if let RewindResponse::Completed {
+    let RewindResponse::Completed {
         rewound_message_ids,
         ..
     } = &response
-    {
-        if !rewound_message_ids.is_empty() {
-            let reported: BTreeSet<String> = rewound_message_ids.iter().cloned().collect();
-            ensure!(
-                reported == suffix,
-                "rewoundMessageIds {reported:?} differ from the tombstoned messages {suffix:?}"
-            );
-        }
-    }
-    Ok(())
+    else {
+        return Ok(());
+    };
+    // Coarse invalidation information (spec section 8): absent, the primary boundary, or every
+    // tombstoned message (ambiguity `api-rewound-ids`); never a message that was not rewound.
+    let scope = world
+        .last
+        .as_ref()
+        .map(|(request, _)| request.scope_id.clone())
+        .unwrap_or_default();
+    let primary: BTreeSet<String> = message_rows(before)
+        .iter()
+        .filter(|r| r.get("scope_id").and_then(|v| v.as_str()) == Some(scope.as_str()))
+        .filter_map(|r| r.get("id").and_then(|v| v.as_str()))
+        .filter(|id| suffix.contains(*id))
+        .map(str::to_owned)
+        .collect();
+    let reported: BTreeSet<String> = rewound_message_ids.iter().cloned().collect();
+    let reading = if reported.is_empty() {
+        "omitted"
+    } else if reported == suffix {
+        "every-rewound-message"
+    } else if reported == primary {
+        "primary-boundary"
+    } else {
+        anyhow::bail!(
+            "rewoundMessageIds {reported:?} are neither the primary boundary {primary:?} nor every \
+             tombstoned message {suffix:?}"
+        );
+    };
+    world.take_reading("api-rewound-ids", reading)
 }
 
 /// The last live message landed above this seq.

@@ -341,18 +341,66 @@ async fn prune(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The refusal carries this code (for failures the spec gives no wording for).
-#[then(expr = "the rewind is refused with code {string}")]
-async fn refused_with_code(world: &mut RewindWorld, expected: String) -> anyhow::Result<()> {
-    match world.last_response()? {
-        RewindResponse::Refused { code, .. } if *code == expected => Ok(()),
-        RewindResponse::Refused { code, message, .. } => {
-            bail!("expected code `{expected}`, but the rewind was refused with code `{code}`: {message}")
+/// The section 9 messages that are not about runtime recovery (spec section 8 asks failures to
+/// tell permission, other-human, reply-thread, hot/cold, runtime recovery and concurrent
+/// modification apart).
+const NOT_RUNTIME_ERRORS: [&str; 7] = [
+    "err.not-own-human-message",
+    "err.system-message-target",
+    "err.hot-cold-boundary",
+    "err.other-human-message",
+    "err.later-reply-thread",
+    "err.suffix-drift",
+    "err.rewind-in-progress",
+];
+
+/// A failed restore is refused; section 9 gives it no text, so any wording passes that does not
+/// claim one of the non-runtime causes (ambiguity `restore-failure-wording`).
+#[then("the rewind is refused as a failed runtime restore")]
+async fn refused_as_restore_failure(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let (code, message) = match world.last_response()? {
+        RewindResponse::Refused { code, message, .. } => (code.clone(), message.clone()),
+        RewindResponse::Completed { status, .. } => {
+            bail!("expected the rewind to be refused as a failed runtime restore, but it completed with status `{status}`")
         }
-        RewindResponse::Completed { .. } => {
-            bail!("expected a refusal with code `{expected}`, but the rewind completed")
-        }
+    };
+    let ctx = context()?;
+    let rule = ctx.catalog.error_by_message(&message);
+    if let Some(rule) = rule.filter(|r| NOT_RUNTIME_ERRORS.contains(&r.id.as_str())) {
+        bail!(
+            "a failed runtime restore was refused with `{message}` (rule `{}`), which names \
+             another cause; section 8 asks for errors that tell runtime recovery apart",
+            rule.id
+        );
     }
+    let reading = if rule.is_some() {
+        "runtime-guard-message"
+    } else {
+        "own-wording"
+    };
+    world.take_reading("restore-failure-wording", reading)?;
+    super::then::check_code(world, &message, &code)
+}
+
+/// After a restore whose outcome the implementation cannot know (it hung past the limit, the
+/// runtime died mid-call, or a "success" had no effect), `failed` and `repair_required` are both
+/// defensible (ambiguity `restore-outcome-unknown`).
+#[then(
+    regex = r#"^the rewind operation is "failed", or "repair_required" as the restore's outcome is unknown$"#
+)]
+async fn failed_or_unknown(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM rewind_operations")
+        .fetch_all(world.pool()?)
+        .await
+        .context("reading rewind operations")?;
+    let reading = match statuses.as_slice() {
+        [s] if s == "failed" => "failed",
+        [s] if s == "repair_required" => "repair-required",
+        _ => bail!(
+            "expected one operation with status `failed` or `repair_required`, found {statuses:?}"
+        ),
+    };
+    world.take_reading("restore-outcome-unknown", reading)
 }
 
 fn expect_view(mocks: &MockRuntimes, agent: &str) -> anyhow::Result<SessionView> {

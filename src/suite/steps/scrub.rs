@@ -223,3 +223,197 @@ mod tests {
         assert!(canaries("none").is_empty());
     }
 }
+
+/// The keys that carry content in a durable stream event or a conversation index projection
+/// (spec section 6.1: "content, attachments, reactions, mentions, source snippets, delivery
+/// previews"), compared case-insensitively at any depth.
+const CONTENT_BEARING_KEYS: &[&str] = &[
+    "content",
+    "body",
+    "text",
+    "attachments",
+    "reactions",
+    "mentions",
+    "sources",
+    "snippet",
+    "snippets",
+    "sourcesnippets",
+    "preview",
+    "previews",
+    "deliverypreview",
+];
+
+/// The content-bearing keys anywhere in `value`.
+fn content_keys(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                if CONTENT_BEARING_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                    out.push(k.clone());
+                }
+                content_keys(v, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| content_keys(v, out)),
+        _ => {}
+    }
+}
+
+/// The JSON column a scrub empties, per table.
+fn scrubbed_column(table: &str) -> anyhow::Result<&'static str> {
+    match table {
+        "im_stream_events" => Ok("payload_json"),
+        "im_conversation_index" => Ok("projection_json"),
+        other => {
+            bail!("`{other}` has no scrubbed JSON column (im_stream_events, im_conversation_index)")
+        }
+    }
+}
+
+fn rows_of(snapshot: &DbSnapshot, table: &str, scope: &str) -> Vec<serde_json::Value> {
+    snapshot
+        .tables
+        .get(table)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .filter(|r| r.get("scope_id").and_then(|v| v.as_str()) == Some(scope))
+        .collect()
+}
+
+/// The key that identifies a row of `table` across the rewind.
+fn row_key(table: &str, row: &serde_json::Value) -> String {
+    match table {
+        "im_conversation_index" => row.get("user_id").map(|v| v.to_string()),
+        _ => row.get("id").map(|v| v.to_string()),
+    }
+    .unwrap_or_default()
+}
+
+/// What a scrubbed row of `table` looks like now: the reading it shows, or why it leaks.
+fn scrub_reading(
+    table: &str,
+    column: &str,
+    was: &serde_json::Value,
+    now: Option<&serde_json::Value>,
+    suffix: &[String],
+    tokens: &BTreeSet<String>,
+) -> Result<&'static str, String> {
+    let Some(now) = now else {
+        return Ok("row-removed");
+    };
+    let text = now.to_string();
+    if let Some(token) = tokens.iter().find(|t| text.contains(t.as_str())) {
+        return Err(format!("still quotes `{token}`: {text}"));
+    }
+    let payload = now.get(column).cloned().unwrap_or_default();
+    if table == "im_stream_events" {
+        let mut found = Vec::new();
+        content_keys(&payload, &mut found);
+        if !found.is_empty() {
+            return Err(format!(
+                "still carries the content-bearing keys {found:?}: {payload}"
+            ));
+        }
+        let original: BTreeSet<&String> = was
+            .get(column)
+            .and_then(|p| p.as_object())
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        let kept = payload
+            .as_object()
+            .is_none_or(|m| m.keys().all(|k| original.contains(k)));
+        return Ok(if kept { "keys-removed" } else { "marker-added" });
+    }
+    // The conversation index: what it says about its last message.
+    match payload.get("lastMessage") {
+        None | Some(serde_json::Value::Null) => Ok("drops-last-message"),
+        Some(last) => {
+            let id = last.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+            if suffix.iter().any(|s| s == id) {
+                let mut found = Vec::new();
+                content_keys(last, &mut found);
+                if found.is_empty() {
+                    Ok("keeps-rewound-id")
+                } else {
+                    Err(format!(
+                        "names the rewound `{id}` with the content-bearing keys {found:?}: {payload}"
+                    ))
+                }
+            } else {
+                Ok("repoints")
+            }
+        }
+    }
+}
+
+/// Spec section 6.1 requires the listed content-bearing keys to be removed from scrubbed
+/// durable stream events and conversation index projections; it does not fix the shape that
+/// remains (ambiguities `scrubbed-stream-event-shape` and `scrubbed-index-shape`). The scope's
+/// rows that concern no suffix message stay exactly as they were.
+#[then(
+    regex = r#"^the "([a-z_]+)" rows of scope "([^"]+)" keep no content of messages "([^"]+)", the others untouched$"#
+)]
+async fn scrubbed_rows(
+    world: &mut RewindWorld,
+    table: String,
+    scope: String,
+    ids: String,
+) -> anyhow::Result<()> {
+    let column = scrubbed_column(&table)?;
+    let suffix = id_list(&ids);
+    let before = world.before_snapshot()?;
+    let set: BTreeSet<String> = suffix.iter().cloned().collect();
+    let tokens = canaries_of(before, &set);
+    ensure!(
+        !tokens.is_empty(),
+        "messages {ids} carry no canary, so the check proves nothing"
+    );
+    let was = rows_of(before, &table, &scope);
+    let after = world.snapshot().await?;
+    let now = rows_of(&after, &table, &scope);
+    let concerns = |row: &serde_json::Value| {
+        let named = [row.get("message_id"), row.get("last_message_id")]
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .any(|id| set.contains(id));
+        let text = row.to_string();
+        named || tokens.iter().any(|t| text.contains(t.as_str()))
+    };
+    let (affected, others): (Vec<_>, Vec<_>) = was.iter().partition(|r| concerns(r));
+    ensure!(
+        !affected.is_empty(),
+        "no `{table}` row of scope `{scope}` concerned messages {ids} before the rewind"
+    );
+    let mut readings = BTreeSet::new();
+    for row in &affected {
+        let key = row_key(&table, row);
+        let current = now.iter().find(|r| row_key(&table, r) == key);
+        let reading = scrub_reading(&table, column, row, current, &suffix, &tokens)
+            .map_err(|e| anyhow!("`{table}` row {key} of scope `{scope}` {e}"))?;
+        readings.insert(reading);
+    }
+    for row in &others {
+        let key = row_key(&table, row);
+        let current = now.iter().find(|r| row_key(&table, r) == key);
+        ensure!(
+            current == Some(row),
+            "`{table}` row {key} of scope `{scope}` concerns no rewound message but changed:\n{}",
+            rewind_conformance::inspect::line_diff(
+                &row.to_string(),
+                &current
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "<gone>".to_owned())
+            )
+        );
+    }
+    let ambiguity = match table.as_str() {
+        "im_stream_events" => "scrubbed-stream-event-shape",
+        _ => "scrubbed-index-shape",
+    };
+    for reading in readings {
+        world.take_reading(ambiguity, reading)?;
+    }
+    Ok(())
+}

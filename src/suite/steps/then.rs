@@ -23,7 +23,30 @@ fn describe(response: &RewindResponse) -> String {
     }
 }
 
-/// The answer is a refusal with exactly this message, and with the catalog's code for it.
+/// Records the code of a refusal in the run's code table: one code per section 9 error,
+/// distinct errors distinct codes, and the profile's code where it declares one. Section 9
+/// defines messages only; the catalog's codes are the reference's recommendations.
+pub(super) fn check_code(world: &RewindWorld, message: &str, code: &str) -> anyhow::Result<()> {
+    let ctx = context()?;
+    let rule = ctx.catalog.error_by_message(message);
+    let declared = rule.and_then(|r| ctx.applicability.profile().error_codes.get(&r.id));
+    let mut codes = ctx
+        .codes
+        .lock()
+        .map_err(|_| anyhow!("the code table is poisoned"))?;
+    codes
+        .observe(
+            message,
+            code,
+            rule.is_some(),
+            declared.map(String::as_str),
+            &world.scenario,
+        )
+        .map_err(|e| anyhow!(e))
+}
+
+/// The answer is a refusal with exactly this section 9 message; its code only has to be
+/// consistent within the run (see [`check_code`]).
 #[then(expr = "the rewind is refused with {string}")]
 async fn refused_with(world: &mut RewindWorld, expected: String) -> anyhow::Result<()> {
     let response = world.last_response()?;
@@ -38,20 +61,11 @@ async fn refused_with(world: &mut RewindWorld, expected: String) -> anyhow::Resu
         "wrong refusal message\n{}",
         line_diff(&expected, message)
     );
-    let ctx = context()?;
-    if let Some(rule) = ctx.catalog.error_by_message(&expected) {
-        let want = rule.code.as_deref().unwrap_or_default();
-        ensure!(
-            code == want,
-            "refusal `{expected}` carries code `{code}`, but rule `{}` fixes it as `{want}`",
-            rule.id
-        );
-    }
-    Ok(())
+    check_code(world, message, code)
 }
 
 /// The answer is a refusal with either message (where the spec does not say which of two
-/// guards that both apply refuses first), each with the catalog's code for it.
+/// guards that both apply refuses first, ambiguity `guard-order`).
 #[then(expr = "the rewind is refused with {string} or {string}")]
 async fn refused_with_either(
     world: &mut RewindWorld,
@@ -73,12 +87,10 @@ async fn refused_with_either(
 #[then("the rewind is refused")]
 async fn refused(world: &mut RewindWorld) -> anyhow::Result<()> {
     let response = world.last_response()?;
-    ensure!(
-        matches!(response, RewindResponse::Refused { .. }),
-        "expected a refusal, but {}",
-        describe(response)
-    );
-    Ok(())
+    let RewindResponse::Refused { code, message, .. } = response else {
+        bail!("expected a refusal, but {}", describe(response));
+    };
+    check_code(world, message, code)
 }
 
 /// The answer is a completed operation, and the section 10 invariants hold.
@@ -92,26 +104,105 @@ async fn completes(world: &mut RewindWorld) -> anyhow::Result<()> {
     super::invariants::check_after_rewind(world).await
 }
 
-/// Every table holds exactly the rows it held before the last operation.
+/// After a refusal, `rewind_operations` may have gained rows recording it as `failed` (ambiguity
+/// `refusal-records-operation`): the ids of such rows, or an error naming any other change.
+fn refusal_operations(
+    world: &RewindWorld,
+    before: &[String],
+    after: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let parse = |r: &String| serde_json::from_str::<serde_json::Value>(r).unwrap_or_default();
+    let removed: Vec<&String> = before.iter().filter(|r| !after.contains(r)).collect();
+    ensure!(
+        removed.is_empty(),
+        "rewind_operations rows changed or went away:\n{}",
+        line_diff(&before.join("\n"), &after.join("\n"))
+    );
+    let added: Vec<serde_json::Value> = after
+        .iter()
+        .filter(|r| !before.contains(r))
+        .map(parse)
+        .collect();
+    if added.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refused = matches!(world.last_response()?, RewindResponse::Refused { .. });
+    let (request, _) = world
+        .last
+        .as_ref()
+        .ok_or_else(|| anyhow!("no rewind was attempted"))?;
+    let mut ids = Vec::new();
+    for row in &added {
+        let field = |k: &str| row.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+        ensure!(
+            refused
+                && field("status") == "failed"
+                && field("target_message_id") == request.target_message_id,
+            "the refused rewind left a rewind_operations row other than a `failed` record of its \
+             own target `{}`: {row}",
+            request.target_message_id
+        );
+        ids.push(field("id").to_owned());
+    }
+    Ok(ids)
+}
+
+/// Every table holds exactly the rows it held before the last operation; after a refusal,
+/// `rewind_operations` may also hold a `failed` record of it.
 #[then("the database is unchanged")]
 async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
-    let before = world.before_snapshot()?;
-    let after = world.snapshot().await?;
+    let mut before = world.before_snapshot()?.clone();
+    let mut after = world.snapshot().await?;
+    let was = before
+        .tables
+        .remove("rewind_operations")
+        .unwrap_or_default();
+    let now = after.tables.remove("rewind_operations").unwrap_or_default();
     let diff = before.diff(&after);
     ensure!(diff.is_empty(), "the database changed:\n{diff}");
+    let failed = refusal_operations(world, &was, &now)?;
+    if matches!(world.last_response()?, RewindResponse::Refused { .. }) {
+        world.take_reading(
+            "refusal-records-operation",
+            if failed.is_empty() {
+                "no-operation"
+            } else {
+                "failed-operation"
+            },
+        )?;
+    }
     Ok(())
 }
 
-/// Each message still exists, with content `''` and metadata holding only
-/// `messageRecall.status = "rewound"` and `rewoundAt`.
+/// Where a tombstone keeps `rewoundAt` (ambiguity `tombstone-rewound-at`): inside
+/// `messageRecall` or beside it. The time is an RFC 3339 string either way.
+fn tombstone_reading(metadata: &serde_json::Value) -> Option<&'static str> {
+    let top = metadata.as_object()?;
+    let recall = top.get("messageRecall")?.as_object()?;
+    let time = |v: Option<&serde_json::Value>| {
+        v.and_then(|s| s.as_str())
+            .is_some_and(|s| chrono::DateTime::parse_from_rfc3339(s).is_ok())
+    };
+    if recall.get("status").and_then(|s| s.as_str()) != Some("rewound") {
+        return None;
+    }
+    match (top.len(), recall.len()) {
+        (1, 2) if time(recall.get("rewoundAt")) => Some("inside-message-recall"),
+        (2, 1) if time(top.get("rewoundAt")) => Some("beside-message-recall"),
+        _ => None,
+    }
+}
+
+/// Each message still exists, with content `''` and metadata holding only the rewound marker
+/// `messageRecall.status = "rewound"` and `rewoundAt` (spec section 6.1).
 #[then(expr = "messages {string} are rewound tombstones")]
 async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
-    let pool = world.pool()?;
+    let pool = world.pool()?.clone();
     for id in id_list(&ids) {
         let row: Option<(String, serde_json::Value)> =
             sqlx::query_as("SELECT content, metadata FROM scope_messages WHERE id = $1")
                 .bind(&id)
-                .fetch_optional(pool)
+                .fetch_optional(&pool)
                 .await
                 .context("reading scope_messages")?;
         let (content, metadata) = row.ok_or_else(|| {
@@ -121,23 +212,14 @@ async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<
             content.is_empty(),
             "scope_messages.content of `{id}` is {content:?}, expected ''"
         );
-        let recall = metadata
-            .as_object()
-            .filter(|m| m.len() == 1)
-            .and_then(|m| m.get("messageRecall"))
-            .and_then(|r| r.as_object());
-        let ok = recall.is_some_and(|r| {
-            r.len() == 2
-                && r.get("status").and_then(|s| s.as_str()) == Some("rewound")
-                && r.get("rewoundAt")
-                    .and_then(|s| s.as_str())
-                    .is_some_and(|s| chrono::DateTime::parse_from_rfc3339(s).is_ok())
-        });
-        ensure!(
-            ok,
-            "scope_messages.metadata of `{id}` is {metadata}, expected exactly \
-             {{\"messageRecall\": {{\"status\": \"rewound\", \"rewoundAt\": <RFC 3339 time>}}}}"
-        );
+        let reading = tombstone_reading(&metadata).ok_or_else(|| {
+            anyhow!(
+                "scope_messages.metadata of `{id}` is {metadata}, expected only \
+                 `messageRecall.status = \"rewound\"` and an RFC 3339 `rewoundAt` (inside \
+                 `messageRecall` or beside it)"
+            )
+        })?;
+        world.take_reading("tombstone-rewound-at", reading)?;
     }
     Ok(())
 }
@@ -217,27 +299,52 @@ async fn operation_status(world: &mut RewindWorld, expected: String) -> anyhow::
     Ok(())
 }
 
-/// No `rewind_operations` row exists at all.
-#[then("no rewind operation is recorded")]
+/// The refusal left no operation behind, or only a `failed` record of itself (ambiguity
+/// `refusal-records-operation`); never one that is `preparing`, `completed` or needs repair.
+#[then("no rewind operation is recorded but a failed one")]
 async fn no_operation(world: &mut RewindWorld) -> anyhow::Result<()> {
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM rewind_operations")
-        .fetch_one(world.pool()?)
-        .await
-        .context("counting rewind_operations")?;
-    ensure!(n == 0, "{n} rewind_operations rows exist, expected none");
-    Ok(())
+    let was = world
+        .before_snapshot()?
+        .tables
+        .get("rewind_operations")
+        .cloned()
+        .unwrap_or_default();
+    let now = world
+        .snapshot()
+        .await?
+        .tables
+        .remove("rewind_operations")
+        .unwrap_or_default();
+    let failed = refusal_operations(world, &was, &now)?;
+    world.take_reading(
+        "refusal-records-operation",
+        if failed.is_empty() {
+            "no-operation"
+        } else {
+            "failed-operation"
+        },
+    )
 }
 
 /// `Then the "scope_messages" rows where "scope_id" is "dm-1" are:` followed by a table whose
 /// header names the columns; rows are compared as text, sorted (write them in that order).
-#[then(regex = r#"^the "([a-z_]+)" rows where "([a-z_]+)" is "([^"]*)" are:$"#)]
+///
+/// With `, by ambiguity "<id>"` a cell may read `A or B`: the register entry's first reading
+/// expects `A`, its second `B` (and so on); every such cell of the table must agree on one
+/// reading. `<notice>` in a cell stands for the seq of the last rewind's notice, `<notice at>`
+/// for its creation time.
+#[then(
+    regex = r#"^the "([a-z_]+)" rows where "([a-z_]+)" is "([^"]*)" are(?:, by ambiguity "([a-z0-9-]+)")?:$"#
+)]
 async fn rows_are(
     world: &mut RewindWorld,
     step: &Step,
     table: String,
     column: String,
     value: String,
+    ambiguity: String,
 ) -> anyhow::Result<()> {
+    let ambiguity = Some(ambiguity).filter(|a| !a.is_empty());
     let data = step
         .table
         .as_ref()
@@ -282,7 +389,15 @@ async fn rows_are(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let expected = render(&data.rows[1..]);
+    let expected_rows = match &ambiguity {
+        None => data.rows[1..].to_vec(),
+        Some(id) => {
+            let (rows, reading) = pick_reading(world, id, &data.rows[1..], &actual).await?;
+            world.take_reading(id, &reading)?;
+            rows
+        }
+    };
+    let expected = render(&expected_rows);
     let actual = render(&actual);
     ensure!(
         expected == actual,
@@ -291,6 +406,93 @@ async fn rows_are(
         line_diff(&expected, &actual)
     );
     Ok(())
+}
+
+/// The seq and the creation time (as text) of the last rewind's notice
+/// (`rewind-notice:<operation id>`).
+async fn notice_seq(world: &RewindWorld) -> anyhow::Result<(String, String)> {
+    let operation = match world.last_response()? {
+        RewindResponse::Completed { operation_id, .. } => operation_id.clone(),
+        other => bail!(
+            "`<notice>` needs a completed rewind, but {}",
+            describe(other)
+        ),
+    };
+    let row: Option<(i64, String)> = sqlx::query_as(
+        "SELECT seq, created_at::text FROM scope_messages WHERE client_message_id = $1",
+    )
+    .bind(format!("rewind-notice:{operation}"))
+    .fetch_optional(world.pool()?)
+    .await
+    .context("reading the rewind notice")?;
+    let (seq, at) =
+        row.ok_or_else(|| anyhow!("the rewind posted no notice `rewind-notice:{operation}`"))?;
+    Ok((seq.to_string(), at))
+}
+
+/// Resolves `A or B` cells: the expected rows under the first reading whose alternatives all
+/// match `actual` (row by row, in order), and that reading's id. When none matches, the rows of
+/// the first reading are returned so the diff shows the recommended expectation.
+async fn pick_reading(
+    world: &RewindWorld,
+    id: &str,
+    rows: &[Vec<String>],
+    actual: &[Vec<String>],
+) -> anyhow::Result<(Vec<Vec<String>>, String)> {
+    let ctx = context()?;
+    let entry = ctx.register.get(id).ok_or_else(|| {
+        anyhow!(
+            "ambiguity `{id}` is not in {}",
+            ctx.register.path().display()
+        )
+    })?;
+    let notice = if rows.iter().flatten().any(|c| c.contains("<notice")) {
+        Some(notice_seq(world).await?)
+    } else {
+        None
+    };
+    let choose = |k: usize| -> anyhow::Result<Vec<Vec<String>>> {
+        rows.iter()
+            .map(|row| {
+                row.iter()
+                    .map(|cell| {
+                        let options: Vec<&str> = cell.split(" or ").collect();
+                        let pick = if options.len() == 1 {
+                            options[0]
+                        } else {
+                            *options.get(k).ok_or_else(|| {
+                                anyhow!("cell `{cell}` has no alternative for reading #{}", k + 1)
+                            })?
+                        };
+                        Ok(match &notice {
+                            Some((seq, at)) => {
+                                pick.replace("<notice>", seq).replace("<notice at>", at)
+                            }
+                            None => pick.to_owned(),
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let width = rows
+        .iter()
+        .flatten()
+        .map(|c| c.split(" or ").count())
+        .max()
+        .unwrap_or(1);
+    ensure!(
+        width == entry.readings.len(),
+        "the cells of this table offer {width} alternatives, but ambiguity `{id}` has {} readings",
+        entry.readings.len()
+    );
+    for (k, reading) in entry.readings.iter().enumerate() {
+        let candidate = choose(k)?;
+        if candidate == actual {
+            return Ok((candidate, reading.id.clone()));
+        }
+    }
+    Ok((choose(0)?, entry.readings[0].id.clone()))
 }
 
 /// `Then scope "th-1" is archived` / `is not archived`.
@@ -418,4 +620,59 @@ async fn statuses_in_set(world: &mut RewindWorld) -> anyhow::Result<()> {
         "rewind_operations.status values outside the spec's set: {odd:?}"
     );
     Ok(())
+}
+
+/// Section 4 cascades "the target's own reply thread when the target is the tail fork" and
+/// blocks a fork that is not the suffix's last main-line message; a thread on the suffix's last
+/// message below an earlier target is covered by neither bullet (ambiguity
+/// `tail-fork-below-target`). Cascading it (its messages tombstoned, the thread archived) and
+/// refusing as a later reply thread (nothing changed) both pass.
+#[then(
+    regex = r#"^the rewind cascades into the tail thread "([^"]+)", tombstoning "([^"]+)", or is refused for the later reply thread$"#
+)]
+async fn cascades_or_refuses(
+    world: &mut RewindWorld,
+    thread: String,
+    ids: String,
+) -> anyhow::Result<()> {
+    if matches!(world.last_response()?, RewindResponse::Refused { .. }) {
+        refused_with(
+            world,
+            "rewind is blocked because a later message has a reply thread".to_owned(),
+        )
+        .await?;
+        database_unchanged(world).await?;
+        return world.take_reading("tail-fork-below-target", "refuse");
+    }
+    completes(world).await?;
+    are_tombstones(world, ids).await?;
+    scope_archived(world, thread, String::new()).await?;
+    world.take_reading("tail-fork-below-target", "cascade")
+}
+
+/// While a started rewind waits on the scope's row lock: it either persisted its plan as
+/// `preparing` before asking for the lock, or asks for the lock before planning and so has
+/// recorded nothing yet (ambiguity `plan-persist-vs-scope-lock`).
+#[then(expr = "the operation targeting {string} is {string}, or not yet recorded")]
+async fn operation_or_not_yet(
+    world: &mut RewindWorld,
+    message: String,
+    expected: String,
+) -> anyhow::Result<()> {
+    let statuses: Vec<String> = sqlx::query_scalar(
+        "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
+    )
+    .bind(&message)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading rewind_operations")?;
+    let reading = match statuses.as_slice() {
+        [] => "plan-under-lock",
+        [status] if *status == expected => "plan-before-lock",
+        _ => bail!(
+            "rewind_operations targeting `{message}`: statuses {statuses:?}, expected one \
+             `{expected}` or none yet"
+        ),
+    };
+    world.take_reading("plan-persist-vs-scope-lock", reading)
 }
