@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Run the whole suite against the reference server and prove it ends exactly as the in-process
-# run, scenario for scenario.
+# Run the whole suite against the reference server in its alternative variant (spec-correct,
+# but taking the other reading wherever the ambiguity register accepts several) and prove it
+# ends exactly as the in-process run of the recommended variant, scenario for scenario, while
+# taking those other readings (ci/precision-check.py). This proves both the HTTP driver path and
+# the suite's precision.
 #
 #   ci/http-driver.sh [run options...]
 #
-# Results go to target/ci/{in-process,reference-server}.json. When target/ci/in-process.json is
+# Results go to target/ci/{in-process,reference-alternative}.json. When target/ci/in-process.json is
 # already there and REWIND_REUSE_IN_PROCESS=1 (`.ci/run` writes it during `cargo test`), the
 # in-process run is not repeated. Exit 0 only when the HTTP run passed and both runs ended the
 # same way.
@@ -26,6 +29,7 @@ else
     tail -1 "$out/in-process.log"
 fi
 
-ci/run-against-server.sh reference-server "$@" -- \
-    target/debug/rewind-reference-server --listen 127.0.0.1:0
-"$harness" compare "$out/in-process.json" "$out/reference-server.json"
+ci/run-against-server.sh reference-alternative "$@" -- \
+    target/debug/rewind-reference-server --listen 127.0.0.1:0 --variant alternative
+"$harness" compare "$out/in-process.json" "$out/reference-alternative.json"
+ci/precision-check.py "$out/in-process.json" "$out/reference-alternative.json"
