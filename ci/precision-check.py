@@ -24,6 +24,7 @@ EXPECTED = {
     "tail-fork-below-target": "refuse",
     "reply-thread-broadcast-scope": "parent-and-thread",
     "plan-persist-vs-scope-lock": "plan-under-lock",
+    "failed-fanout-rows": "failed-is-unfinished",
 }
 
 

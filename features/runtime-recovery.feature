@@ -44,7 +44,7 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And every runtime restore happened before the first tombstone
     And messages "claude-3, claude-4" are rewound tombstones
 
-  @rule:runtime.claude-before-first-input @rule:runtime.claude-recovery-ref
+  @rule:runtime.claude-before-first-input @rule:runtime.claude-recovery-ref @ambiguity:claude-restore-evidence
   Scenario: rewinding a claude agent to before its first input starts a fresh session instead of resuming
     Given the conversation "runtime-agents"
     When human "alice" rewinds to before message "claude-1"

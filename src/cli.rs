@@ -292,8 +292,13 @@ async fn connect_sut(
     profile: &CapabilityProfile,
     request_timeout: Duration,
 ) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
+    // Every runtime declared: the reference runs unnarrowed, so its own capability map (which
+    // refuses strategy names and unknown runtimes) is what the scenarios exercise.
+    let declares_all = rewind_conformance::profile::RUNTIMES
+        .iter()
+        .all(|r| profile.runtimes.contains(*r));
     let sut = target.make(
-        Some(profile.runtimes.iter().cloned().collect()),
+        (!declares_all).then(|| profile.runtimes.iter().cloned().collect()),
         request_timeout,
     )?;
     match sut.handshake().await {

@@ -34,10 +34,14 @@ fn failure(code: &str, message: impl std::fmt::Display) -> DriverFailure {
 }
 
 impl ReferenceDriver {
-    /// The implementation's name and version, as the handshake reports them.
-    pub fn implementation() -> wire::Implementation {
+    /// The implementation's name and version, as the handshake reports them (the alternative
+    /// variant calls itself `reference-alternative`, so reports tell the runs apart).
+    pub fn implementation(&self) -> wire::Implementation {
         wire::Implementation {
-            name: "reference".to_owned(),
+            name: match self.variant {
+                Variant::Recommended => "reference".to_owned(),
+                Variant::Alternative => "reference-alternative".to_owned(),
+            },
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         }
     }

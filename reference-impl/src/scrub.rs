@@ -44,8 +44,17 @@ pub async fn scrub_suffix_facts(
     .await?;
     exec(
         conn,
-        "UPDATE scope_fanout_outbox SET status = 'suppressed', leased_until = NULL \
-         WHERE message_id = ANY($1) AND status IN ('pending', 'leased')",
+        match variant {
+            Variant::Recommended => {
+                "UPDATE scope_fanout_outbox SET status = 'suppressed', leased_until = NULL \
+                 WHERE message_id = ANY($1) AND status IN ('pending', 'leased')"
+            }
+            // Alternative: a failed delivery may be retried, so it is not completed either.
+            Variant::Alternative => {
+                "UPDATE scope_fanout_outbox SET status = 'suppressed', leased_until = NULL \
+                 WHERE message_id = ANY($1) AND status IN ('pending', 'leased', 'failed')"
+            }
+        },
         ids,
         "suppressing fanout outbox rows",
     )

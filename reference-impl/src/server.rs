@@ -107,11 +107,11 @@ pub fn app(state: Arc<ServerState>) -> Router {
         .with_state(state)
 }
 
-async fn handshake() -> Json<wire::Handshake> {
+async fn handshake(State(state): State<Arc<ServerState>>) -> Json<wire::Handshake> {
     Json(wire::Handshake {
         protocol: wire::PROTOCOL.to_owned(),
         version: wire::VERSION,
-        implementation: ReferenceDriver::implementation(),
+        implementation: state.driver.implementation(),
     })
 }
 

@@ -11,7 +11,7 @@
 //! 2. the message of a failed runtime restore ([`crate::RewindError::answer_message`]);
 //! 3. a restore whose outcome is unknown (hang, crash, success without effect) is
 //!    `repair_required`, not `failed` (`Rewinder::restore_runtimes`);
-//! 4. scrubbed stream events keep a `"rewound": true` marker, scrubbed conversation index rows
+//! 4. failed fanout rows of the suffix are suppressed as unfinished; scrubbed stream events keep a `"rewound": true` marker, scrubbed conversation index rows
 //!    point `lastMessage` at the last visible message ([`crate::scrub::scrub_suffix_facts`]);
 //! 5. and 6. the rewind notice is written inside the apply transaction, after the scope's
 //!    recompute (read cursors are still clamped to the surviving messages: clamping against a

@@ -84,7 +84,7 @@ impl SystemUnderTest for ReferenceSut {
     async fn handshake(&self) -> Result<rewind_driver_protocol::Implementation, SutError> {
         let driver = self.driver()?;
         tracing::debug!(variant = %driver.variant, "reference variant");
-        Ok(ReferenceDriver::implementation())
+        Ok(driver.implementation())
     }
 
     async fn attach(&self, request: &AttachRequest) -> Result<Box<dyn ConversationApi>, SutError> {
