@@ -185,6 +185,9 @@ mod tests {
             "{err}"
         );
         let ok = ReferenceSut::with_variant(None, Ok(Variant::Alternative));
-        assert_eq!(ok.handshake().await.expect("handshake").name, "reference");
+        assert_eq!(
+            ok.handshake().await.expect("handshake").name,
+            "reference-alternative"
+        );
     }
 }
