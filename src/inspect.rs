@@ -17,7 +17,8 @@ pub struct DbSnapshot {
 /// Harness instrumentation installed in the template database: a row-level trigger on every spec
 /// table appends `(transaction, table, operation, message id)` to `harness.statement_log`, so a
 /// scenario can tell the order of writes inside one transaction (e.g. projections scrubbed before
-/// the transcript tombstone). It lives in its own schema, outside every snapshot.
+/// the transcript tombstone); and the commit gate ([`COMMIT_GATE_KEY`]). It lives in its own
+/// schema, outside every snapshot.
 pub const STATEMENT_LOG_SQL: &str = r#"
 CREATE SCHEMA harness;
 CREATE TABLE harness.statement_log (
@@ -50,7 +51,24 @@ BEGIN
     END LOOP;
 END
 $do$;
+CREATE FUNCTION harness.commit_gate() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(7201959);
+    RETURN NULL;
+END
+$fn$;
+CREATE CONSTRAINT TRIGGER harness_commit_gate AFTER UPDATE ON public.scope_messages
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (NEW.metadata #>> '{messageRecall,status}' = 'rewound'
+          AND OLD.metadata #>> '{messageRecall,status}' IS DISTINCT FROM 'rewound')
+    EXECUTE FUNCTION harness.commit_gate();
 "#;
+
+/// The advisory lock key of the commit gate: a transaction that tombstones a message takes it
+/// (shared) at COMMIT, through a deferred constraint trigger of [`STATEMENT_LOG_SQL`]. While the
+/// harness holds it exclusively, such a transaction cannot finish committing, so the harness can
+/// look at what was published before the commit. Uncontended, it costs nothing.
+pub const COMMIT_GATE_KEY: i64 = 7_201_959;
 
 /// One entry of `harness.statement_log`.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

@@ -134,6 +134,9 @@ pub struct RewindWorld {
     pub tags: Vec<String>,
     /// The readings of the ambiguity register this scenario's steps accepted.
     pub readings: BTreeMap<String, String>,
+    /// Names given to messages that appeared during the scenario (a live message, a rewind
+    /// notice), so later steps can name them like fixture messages.
+    pub aliases: BTreeMap<String, String>,
     /// A rewind started in the background, not yet awaited.
     pub started: Option<(
         RewindRequest,
@@ -225,6 +228,26 @@ impl RewindWorld {
                     .insert(ambiguity.to_owned(), reading.to_owned());
             }
         }
+        Ok(())
+    }
+
+    /// The message id a step's `name` stands for: a name given during the scenario, or the name
+    /// itself (a fixture message id).
+    pub fn resolve(&self, name: &str) -> String {
+        self.aliases
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_owned())
+    }
+
+    /// Gives `id` the name `name` for the rest of the scenario.
+    pub fn name_message(&mut self, name: &str, id: &str) -> anyhow::Result<()> {
+        if let Some(other) = self.aliases.get(name).filter(|o| o.as_str() != id) {
+            anyhow::bail!(
+                "the name `{name}` already stands for message `{other}` in this scenario"
+            );
+        }
+        self.aliases.insert(name.to_owned(), id.to_owned());
         Ok(())
     }
 

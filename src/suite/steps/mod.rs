@@ -7,6 +7,7 @@
 
 mod given;
 mod invariants;
+mod lifecycle;
 mod race;
 mod reads;
 mod realtime;

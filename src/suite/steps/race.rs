@@ -4,9 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, bail, ensure, Context as _};
 use cucumber::{given, then, when};
+use rewind_conformance::inspect::line_diff;
+use rewind_conformance::sut::RewindResponse;
 
+use super::id_list;
 use crate::suite::world::RewindWorld;
 
 /// Locks the scope's row in a transaction the harness keeps open. `FOR NO KEY UPDATE` is what an
@@ -60,12 +63,16 @@ async fn waits_on_lock(world: &mut RewindWorld) -> anyhow::Result<()> {
     }
 }
 
-/// Appends a message to the scope, as another writer would.
-#[when(expr = "the harness appends a message by human {string} to scope {string}")]
+/// Appends a message to the scope, as another writer would; with `as "<name>"`, later steps can
+/// name it (its id is generated).
+#[when(
+    regex = r#"^the harness appends a message by human "([^"]+)" to scope "([^"]+)"(?: as "([^"]+)")?$"#
+)]
 async fn harness_appends(
     world: &mut RewindWorld,
     human: String,
     scope: String,
+    name: String,
 ) -> anyhow::Result<()> {
     let id = format!("late-{}", uuid::Uuid::new_v4().simple());
     let query = sqlx::query(
@@ -90,6 +97,9 @@ async fn harness_appends(
         None => query.execute(world.pool()?).await,
     }
     .context("appending the late message")?;
+    if !name.is_empty() {
+        world.name_message(&name, &id)?;
+    }
     Ok(())
 }
 
@@ -104,4 +114,143 @@ async fn release(world: &mut RewindWorld) -> anyhow::Result<()> {
         .await
         .context("committing the harness transaction")?;
     Ok(())
+}
+
+/// A message's row as JSON, or `None` when it does not exist.
+async fn message_row(world: &RewindWorld, id: &str) -> anyhow::Result<Option<serde_json::Value>> {
+    let row: Option<String> =
+        sqlx::query_scalar("SELECT to_jsonb(m)::text FROM scope_messages m WHERE id = $1")
+            .bind(id)
+            .fetch_optional(world.pool()?)
+            .await
+            .context("reading scope_messages")?;
+    row.map(|r| serde_json::from_str(&r).context("parsing a scope_messages row"))
+        .transpose()
+}
+
+fn is_rewound(row: &serde_json::Value) -> bool {
+    row.pointer("/metadata/messageRecall/status")
+        .and_then(|s| s.as_str())
+        == Some("rewound")
+}
+
+/// `Then the rewind is refused with "<message>", leaving messages "<ids>" untouched and scope
+/// "<thread>" not archived, or completes with them all rewound tombstones and that scope
+/// archived`: the outcomes of a change committed to a scope the rewind tombstones while the
+/// started rewind waited on a lock (spec 7: the suffix is re-validated before the apply, and no
+/// rewind is half-tombstoned). A rewind that planned before the change refuses with the drift
+/// message and leaves every listed message (the appended one included) and the thread as they
+/// were, with no operation but a `failed` one; a rewind that planned after the change committed
+/// (it took every scope's lock before planning) completes, and tombstones every listed message,
+/// the appended one included, and archives the thread. Anything in between fails: a completed
+/// rewind that left the appended message visible, a refusal that tombstoned or archived.
+#[then(
+    regex = r#"^the rewind is refused with "([^"]+)", leaving messages "([^"]+)" untouched and scope "([^"]+)" not archived, or completes with them all rewound tombstones and that scope archived$"#
+)]
+async fn drift_refused_or_all_rewound(
+    world: &mut RewindWorld,
+    expected: String,
+    names: String,
+    scope: String,
+) -> anyhow::Result<()> {
+    let names = id_list(&names);
+    let archived: bool =
+        sqlx::query_scalar("SELECT archived_at IS NOT NULL FROM scopes WHERE id = $1")
+            .bind(&scope)
+            .fetch_optional(world.pool()?)
+            .await
+            .context("reading scopes")?
+            .ok_or_else(|| anyhow!("scope `{scope}` does not exist (it must never be deleted)"))?;
+    let (request, response) = world
+        .last
+        .clone()
+        .ok_or_else(|| anyhow!("no rewind was attempted in this scenario"))?;
+    match response {
+        RewindResponse::Refused { code, message, .. } => {
+            ensure!(
+                message == expected,
+                "the rewind was refused, but with another message\n{}",
+                line_diff(&expected, &message)
+            );
+            super::then::check_code(world, &message, &code)?;
+            let before: Vec<serde_json::Value> = world
+                .before_snapshot()?
+                .tables
+                .get("scope_messages")
+                .into_iter()
+                .flatten()
+                .filter_map(|r| serde_json::from_str(r).ok())
+                .collect();
+            for name in &names {
+                let id = world.resolve(name);
+                let now = message_row(world, &id)
+                    .await?
+                    .ok_or_else(|| anyhow!("scope_messages row `{id}` ({name}) is gone"))?;
+                let was = before
+                    .iter()
+                    .find(|r| r.get("id").and_then(|v| v.as_str()) == Some(id.as_str()));
+                match was {
+                    Some(was) => ensure!(
+                        *was == now,
+                        "the rewind was refused, yet scope_messages row `{id}` changed:\n{}",
+                        line_diff(&was.to_string(), &now.to_string())
+                    ),
+                    // Written after the rewind started: it must still be visible as written.
+                    None => ensure!(
+                        !is_rewound(&now)
+                            && now
+                                .get("content")
+                                .and_then(|c| c.as_str())
+                                .is_some_and(|c| !c.is_empty()),
+                        "the rewind was refused, yet the message `{id}` ({name}) written while it \
+                         waited was tombstoned: {now}"
+                    ),
+                }
+            }
+            ensure!(
+                !archived,
+                "the rewind was refused, yet scope `{scope}` was archived"
+            );
+            let statuses: Vec<String> = sqlx::query_scalar(
+                "SELECT status FROM rewind_operations WHERE target_message_id = $1 \
+                 ORDER BY created_at",
+            )
+            .bind(&request.target_message_id)
+            .fetch_all(world.pool()?)
+            .await
+            .context("reading rewind_operations")?;
+            ensure!(
+                statuses.iter().all(|s| s == "failed"),
+                "the rewind was refused before anything was restored, so its operation can only \
+                 be `failed` (or not recorded); rewind_operations targeting `{}`: {statuses:?}",
+                request.target_message_id
+            );
+            Ok(())
+        }
+        RewindResponse::Completed { status, .. } => {
+            ensure!(
+                status == "completed",
+                "the rewind answered status `{status}`, expected `completed` or the refusal \
+                 `{expected}`"
+            );
+            for name in &names {
+                let id = world.resolve(name);
+                let now = message_row(world, &id).await?.ok_or_else(|| {
+                    anyhow!("scope_messages row `{id}` ({name}) is gone: a rewind must tombstone, never delete")
+                })?;
+                ensure!(
+                    is_rewound(&now)
+                        && now.get("content").and_then(|c| c.as_str()) == Some(""),
+                    "the rewind completed, but `{id}` ({name}) is not a rewound tombstone: a rewind \
+                     that planned before the change had to refuse (\"{expected}\"), one that \
+                     planned after it had to tombstone it too; row: {now}"
+                );
+            }
+            ensure!(
+                archived,
+                "the rewind completed, but the cascaded scope `{scope}` is not archived"
+            );
+            super::invariants::check_after_rewind(world).await
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use anyhow::{anyhow, ensure, Context as _};
-use cucumber::then;
+use cucumber::{given, then};
 use rewind_conformance::sut::RewindResponse;
 
 use super::scrub::{canaries_of, message_rows, newly_rewound};
@@ -306,6 +306,85 @@ async fn seq_above(world: &mut RewindWorld, floor: i64) -> anyhow::Result<()> {
         sent.seq > floor,
         "the new message got seq {}, not above {floor}",
         sent.seq
+    );
+    Ok(())
+}
+
+/// `Then the rewind notice is known as "first notice"`: names the last rewind's notice (found by
+/// its client message id `rewind-notice:<operation id>`), so later steps can name it.
+#[then(expr = "the rewind notice is known as {string}")]
+async fn name_notice(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
+    let operation = match world.last_response()? {
+        RewindResponse::Completed { operation_id, .. } => operation_id.clone(),
+        other => return Err(anyhow!("the rewind did not complete: {other:?}")),
+    };
+    let id: Option<String> =
+        sqlx::query_scalar("SELECT id FROM scope_messages WHERE client_message_id = $1")
+            .bind(format!("rewind-notice:{operation}"))
+            .fetch_optional(world.pool()?)
+            .await
+            .context("reading scope_messages")?;
+    let id =
+        id.ok_or_else(|| anyhow!("the rewind posted no notice `rewind-notice:{operation}`"))?;
+    world.name_message(&name, &id)
+}
+
+/// `Then message "first notice" is visible`: the message exists and is not rewound.
+#[then(expr = "message {string} is visible")]
+async fn visible(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
+    let id = world.resolve(&name);
+    let status: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT metadata #>> '{messageRecall,status}' FROM scope_messages WHERE id = $1",
+    )
+    .bind(&id)
+    .fetch_optional(world.pool()?)
+    .await
+    .context("reading scope_messages")?;
+    match status {
+        None => Err(anyhow!("message `{id}` ({name}) does not exist")),
+        Some(Some(s)) if s == "rewound" => Err(anyhow!("message `{id}` ({name}) was rewound")),
+        Some(_) => Ok(()),
+    }
+}
+
+/// `Given the harness holds the commit of the rewind's tombstones`: the harness takes the commit
+/// gate ([`rewind_conformance::inspect::COMMIT_GATE_KEY`]) in a transaction of its own, so the
+/// implementation's apply transaction blocks inside its COMMIT until `When the harness releases
+/// its locks`. What the implementation published meanwhile was published before the commit.
+#[given("the harness holds the commit of the rewind's tombstones")]
+async fn hold_commit(world: &mut RewindWorld) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        world.held.is_none(),
+        "the harness already holds a transaction in this scenario"
+    );
+    let mut tx = world
+        .pool()?
+        .begin()
+        .await
+        .context("beginning the harness transaction")?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(rewind_conformance::inspect::COMMIT_GATE_KEY)
+        .execute(&mut *tx)
+        .await
+        .context("taking the commit gate")?;
+    world.held = Some(tx);
+    Ok(())
+}
+
+/// While the apply transaction is held in its COMMIT: the implementation has published no such
+/// event yet (spec section 8: `conversation:rewound` is a post-commit invalidation).
+#[then(expr = "no {string} event has been published yet")]
+async fn none_yet(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
+    world.collect_events().await?;
+    let early: Vec<String> = world
+        .events
+        .iter()
+        .filter(|e| e.name == name)
+        .map(|e| format!("{} -> {}: {}", e.name, e.scope_id, e.payload))
+        .collect();
+    ensure!(
+        early.is_empty(),
+        "`{name}` was published while the rewind's apply transaction had not committed: {early:?}"
     );
     Ok(())
 }

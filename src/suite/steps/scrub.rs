@@ -1,10 +1,11 @@
-//! Then steps about what a rewind leaves behind: canary leaks and the order of writes.
+//! Then steps about what a rewind leaves behind: canary leaks, the order of writes, and the rows
+//! outside the suffix that no scrub, clamp or recompute may reach.
 
 use std::collections::BTreeSet;
 
 use anyhow::{anyhow, bail, ensure, Context as _};
 use cucumber::then;
-use rewind_conformance::inspect::{writes_since, DbSnapshot};
+use rewind_conformance::inspect::{line_diff, writes_since, DbSnapshot};
 
 use super::id_list;
 use crate::suite::world::RewindWorld;
@@ -400,7 +401,7 @@ async fn scrubbed_rows(
         ensure!(
             current == Some(row),
             "`{table}` row {key} of scope `{scope}` concerns no rewound message but changed:\n{}",
-            rewind_conformance::inspect::line_diff(
+            line_diff(
                 &row.to_string(),
                 &current
                     .map(|r| r.to_string())
@@ -415,5 +416,160 @@ async fn scrubbed_rows(
     for reading in readings {
         world.take_reading(ambiguity, reading)?;
     }
+    Ok(())
+}
+
+/// The tables a section 6.1 apply writes for suffix messages besides the transcript: projections,
+/// delivery facts and recovery points.
+const SCRUBBED_TABLES: &[&str] = &[
+    "scope_activity_events",
+    "scope_fanout_outbox",
+    "scope_share_cards",
+    "scope_message_reactions",
+    "scope_message_pins",
+    "scope_message_top_notices",
+    "scope_message_search_docs",
+    "scope_message_sources",
+    "attachments",
+    "im_stream_events",
+    "im_conversation_index",
+    "message_recovery_points",
+];
+
+/// The columns through which a row is bound to a message.
+const MESSAGE_COLUMNS: &[&str] = &["message_id", "source_message_id", "last_message_id"];
+
+/// Whether `row` names one of `ids` in a message column.
+fn bound_to(row: &serde_json::Value, ids: &BTreeSet<String>) -> bool {
+    MESSAGE_COLUMNS
+        .iter()
+        .filter_map(|c| row.get(*c).and_then(|v| v.as_str()))
+        .any(|id| ids.contains(id))
+}
+
+/// The rows of `table` in `snapshot` that `keep` selects, as JSON text (after `normalize`),
+/// sorted.
+fn selected_rows(
+    snapshot: &DbSnapshot,
+    table: &str,
+    keep: &dyn Fn(&serde_json::Value) -> bool,
+    normalize: &dyn Fn(&mut serde_json::Value),
+) -> Vec<String> {
+    let mut rows: Vec<String> = snapshot
+        .tables
+        .get(table)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .filter(|r| keep(r))
+        .map(|mut r| {
+            normalize(&mut r);
+            r.to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Every row of the projection, delivery-fact and recovery-point tables ([`SCRUBBED_TABLES`])
+/// that names none of these messages (in `message_id`, `source_message_id` or
+/// `last_message_id`) is still there, unchanged: earlier messages of the rewound scope, other
+/// scopes and other conversations, and rows bound to no message (task attachments, uploads,
+/// scope-level events). Rows the rewind added are not judged here.
+#[then(
+    expr = "every projection, delivery fact and recovery point not bound to messages {string} is as before"
+)]
+async fn unbound_rows_kept(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
+    let suffix: BTreeSet<String> = id_list(&ids).into_iter().collect();
+    ensure!(!suffix.is_empty(), "name the suffix's messages");
+    let before = world.before_snapshot()?;
+    let after = world.snapshot().await?;
+    let keep = |r: &serde_json::Value| !bound_to(r, &suffix);
+    let mut problems = Vec::new();
+    let mut compared = 0;
+    for table in SCRUBBED_TABLES {
+        let was = selected_rows(before, table, &keep, &|_| {});
+        let now = selected_rows(&after, table, &keep, &|_| {});
+        compared += was.len();
+        let now_set: BTreeSet<&String> = now.iter().collect();
+        if was.iter().any(|r| !now_set.contains(r)) {
+            problems.push(format!(
+                "`{table}` rows not bound to {ids} changed or went away (rows the rewind added \
+                 are allowed):\n{}",
+                line_diff(&was.join("\n"), &now.join("\n"))
+            ));
+        }
+    }
+    ensure!(
+        compared > 0,
+        "no row outside messages {ids} existed before the rewind, so the check proves nothing"
+    );
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    Ok(())
+}
+
+/// The scope a row belongs to: `scopes.id`, else the row's `scope_id`.
+fn row_scope<'a>(table: &str, row: &'a serde_json::Value) -> Option<&'a str> {
+    let column = if table == "scopes" { "id" } else { "scope_id" };
+    row.get(column).and_then(|v| v.as_str())
+}
+
+/// Every row of every table that belongs to these scopes (the `scopes` row itself and every row
+/// whose `scope_id` is one of them: messages, memberships, grants, delivery facts, sync-dirty
+/// frontiers, projections, recovery points) is exactly as before, and none was added.
+/// `not bound to messages "<ids>"` leaves out rows naming one of those messages (a source in
+/// another conversation that cites a suffix message); `, reply summaries aside` leaves out the
+/// `reply_count` / `last_reply_at` of messages (a thread's parent, whose summary is recomputed).
+#[then(
+    regex = r#"^every row of scopes? "([^"]+)"(?: not bound to messages "([^"]+)")? is as before(, reply summaries aside)?$"#
+)]
+async fn scope_rows_kept(
+    world: &mut RewindWorld,
+    scopes: String,
+    ids: String,
+    summaries_aside: String,
+) -> anyhow::Result<()> {
+    let scopes: BTreeSet<String> = id_list(&scopes).into_iter().collect();
+    let suffix: BTreeSet<String> = id_list(&ids).into_iter().collect();
+    let before = world.before_snapshot()?;
+    let after = world.snapshot().await?;
+    let mut problems = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let tables: BTreeSet<&String> = before.tables.keys().chain(after.tables.keys()).collect();
+    for table in tables {
+        let keep = |r: &serde_json::Value| {
+            row_scope(table, r).is_some_and(|s| scopes.contains(s)) && !bound_to(r, &suffix)
+        };
+        let normalize = |r: &mut serde_json::Value| {
+            if table == "scope_messages" && !summaries_aside.is_empty() {
+                if let Some(map) = r.as_object_mut() {
+                    map.remove("reply_count");
+                    map.remove("last_reply_at");
+                }
+            }
+        };
+        let was = selected_rows(before, table, &keep, &normalize);
+        let now = selected_rows(&after, table, &keep, &normalize);
+        if table == "scopes" {
+            seen.extend(
+                was.iter()
+                    .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+                    .filter_map(|r| r.get("id").and_then(|v| v.as_str()).map(str::to_owned)),
+            );
+        }
+        if was != now {
+            problems.push(format!(
+                "`{table}` rows of {} changed:\n{}",
+                scopes.iter().cloned().collect::<Vec<_>>().join(", "),
+                line_diff(&was.join("\n"), &now.join("\n"))
+            ));
+        }
+    }
+    let missing: Vec<&String> = scopes.difference(&seen).collect();
+    ensure!(
+        missing.is_empty(),
+        "scopes {missing:?} did not exist before the rewind"
+    );
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
     Ok(())
 }

@@ -554,7 +554,8 @@ async fn high_water_kept(world: &mut RewindWorld, scope: String) -> anyhow::Resu
 type Time = Option<chrono::DateTime<chrono::Utc>>;
 
 /// `visible_message_count`, `latest_message_at` and `visible_last_message_at` match the scope's
-/// non-rewound messages.
+/// non-rewound messages; a scope with none left (a cascaded thread) counts 0 and has both times
+/// NULL.
 #[then(expr = "the visible summary of scope {string} counts only its non-rewound messages")]
 async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
     let row: (i32, Time, Time, i64, Time) = sqlx::query_as(
@@ -575,10 +576,14 @@ async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Resu
         i64::from(count) == visible,
         "scopes.visible_message_count of `{scope}` is {count}, but it has {visible} non-rewound messages"
     );
+    let want = match last_at {
+        Some(at) => format!("the last non-rewound message's time {at}"),
+        None => "NULL, as no message of the scope is left unrewound".to_owned(),
+    };
     ensure!(
         latest_at == last_at && visible_at == last_at,
         "scopes `{scope}`: latest_message_at {latest_at:?} and visible_last_message_at {visible_at:?} \
-         should both be the last non-rewound message's time {last_at:?}"
+         should both be {want}"
     );
     Ok(())
 }

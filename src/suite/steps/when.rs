@@ -109,6 +109,7 @@ async fn request_in_own_scope(
     actor: Actor,
     message: String,
 ) -> anyhow::Result<RewindRequest> {
+    let message = world.resolve(&message);
     Ok(RewindRequest {
         actor,
         scope_id: scope_of(world, &message).await?,
@@ -150,7 +151,7 @@ async fn rewinds_scope_to_before(
     let request = RewindRequest {
         actor: actor(&kind, who)?,
         scope_id,
-        target_message_id: message,
+        target_message_id: world.resolve(&message),
     };
     rewind(world, request).await
 }
@@ -162,14 +163,16 @@ async fn system_rewinds(world: &mut RewindWorld, message: String) -> anyhow::Res
     rewind(world, request).await
 }
 
-/// `When human "alice" sends "hello" in scope "dm-1"`: a live message.
-#[when(regex = r#"^(human|agent) "([^"]+)" sends "([^"]*)" in scope "([^"]+)"$"#)]
+/// `When human "alice" sends "hello" in scope "dm-1"`: a live message; with `as "<name>"`, later
+/// steps can name it (e.g. rewind to before it).
+#[when(regex = r#"^(human|agent) "([^"]+)" sends "([^"]*)" in scope "([^"]+)"(?: as "([^"]+)")?$"#)]
 async fn sends(
     world: &mut RewindWorld,
     kind: String,
     who: String,
     content: String,
     scope_id: String,
+    name: String,
 ) -> anyhow::Result<()> {
     let message = SendMessage {
         actor: actor(&kind, who)?,
@@ -177,6 +180,9 @@ async fn sends(
         content,
     };
     let sent = world.attached()?.api.send_message(&message).await?;
+    if !name.is_empty() {
+        world.name_message(&name, &sent.message_id)?;
+    }
     world.sent = Some(sent);
     world.collect_events().await
 }
