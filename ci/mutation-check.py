@@ -2,8 +2,9 @@
 """Break the reference implementation on purpose, one way at a time, and check that the
 scenarios of the rules each breakage violates fail.
 
-Every mutation names a file, an exact text that must occur once, its replacement, and the tag
-expression of the scenarios that must now fail. The check runs on a copy of the committed tree
+Every mutation names a file, an exact text that must occur once, its replacement (an edit may
+name another file first, for a breakage that moves code between files), and the tag expression
+of the scenarios that must now fail. The check runs on a copy of the committed tree
 (`git archive HEAD`) with its own target directory, so the work tree is never touched.
 
     ci/mutation-check.py                 # all mutations
@@ -242,6 +243,44 @@ MUTATIONS = [
      [("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE",
        "SELECT workspace_id, visible_message_count AS latest_seq FROM scopes WHERE id = $1 FOR UPDATE")],
      "@rule:recompute.no-seq-reuse"),
+    # Scrub, clamp and recompute that reach past the suffix (spec 6.1-6.3): the rows of earlier
+    # messages, other scopes and other conversations must stay as they were.
+    ("search-docs-suffix-by-global-seq", SCRUB,
+     [("\"DELETE FROM scope_message_search_docs WHERE message_id = ANY($1)\"",
+       "\"DELETE FROM scope_message_search_docs WHERE message_id IN (SELECT m.id FROM scope_messages m \\\n"
+       "           JOIN scope_messages s ON s.workspace_id = m.workspace_id WHERE s.id = ANY($1) AND m.global_seq >= s.global_seq)\"")],
+     "@rule:apply.scrub-search-docs"),
+    ("reactions-suffix-by-seq-unscoped", SCRUB,
+     [("\"DELETE FROM scope_message_reactions WHERE message_id = ANY($1)\"",
+       "\"DELETE FROM scope_message_reactions WHERE message_id IN (SELECT m.id FROM scope_messages m \\\n"
+       "           JOIN scope_messages s ON s.workspace_id = m.workspace_id WHERE s.id = ANY($1) AND m.seq >= s.seq)\"")],
+     "@rule:scope.parent-broadcast-not-tombstone"),
+    ("recovery-points-by-global-seq", SCRUB,
+     [("\"DELETE FROM message_recovery_points WHERE message_id = ANY($1)\"",
+       "\"DELETE FROM message_recovery_points WHERE message_id IN (SELECT m.id FROM scope_messages m \\\n"
+       "         JOIN scope_messages s ON s.workspace_id = m.workspace_id WHERE s.id = ANY($1) AND m.global_seq >= s.global_seq)\"")],
+     "@rule:apply.delete-consumed-recovery-points"),
+    ("read-cursors-clamped-workspace-wide", RECOMPUTE,
+     [("FROM ({tail}) t WHERE sm.scope_id = $1\"",
+       "FROM ({tail}) t WHERE sm.scope_id IN (SELECT w.id FROM scopes w \\\n"
+       "           WHERE w.workspace_id = (SELECT workspace_id FROM scopes WHERE id = $1))\"")],
+     "@rule:recompute.clamp-last-read-seq"),
+    ("thread-clamp-reaches-parent", RECOMPUTE,
+     [("FROM ({tail}) t WHERE sm.scope_id = $1\"",
+       "FROM ({tail}) t WHERE sm.scope_id IN ($1, (SELECT parent_scope_id FROM scopes WHERE id = $1))\"")],
+     "@rule:recompute.clamp-last-read-seq or @rule:scope.parent-broadcast-not-tombstone"),
+    ("sync-dirty-clamped-workspace-wide", RECOMPUTE,
+     [("WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq\"",
+       "WHERE d.latest_message_seq > t.seq AND d.scope_id IN (SELECT w.id FROM scopes w \\\n"
+       "             WHERE w.workspace_id = (SELECT workspace_id FROM scopes WHERE id = $1))\"")],
+     "@rule:apply.clamp-scope-sync-dirty or @rule:apply.clamp-member-scope-sync-dirty"),
+    ("summary-skips-archived-scope", RECOMPUTE,
+     [("WHERE s.id = $1\"", "WHERE s.id = $1 AND s.archived_at IS NULL\"")],
+     "@rule:recompute.visible-summary-fields"),
+    ("summary-skips-emptied-scope", RECOMPUTE,
+     [("WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}) v",
+       "WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL} GROUP BY m.scope_id) v")],
+     "@rule:recompute.visible-summary-fields"),
     # Runtime recovery (spec section 5).
     ("restore-skipped", SERVICE,
      [("        self.restore_runtimes(&operation_id, &targets).await?;\n", "")],
@@ -307,6 +346,32 @@ MUTATIONS = [
      [("        None | Some(Value::Null) => return Err(not_verified(\"no pending revert\".to_owned())),",
        "        None | Some(Value::Null) => return Ok(()),")],
      "@rule:runtime.restore-verify"),
+    # Cascade drift, the notice after a failure, the global seq high-water.
+    ("cascade-drift-not-revalidated", APPLY,
+     [("        if now != cascade.message_ids {", "        if false && now != cascade.message_ids {")],
+     "@rule:conc.revalidate-suffix-before-apply"),
+    ("notice-despite-failed-apply", SERVICE,
+     [("            Err(err) if !targets.is_empty() => {\n",
+       "            Err(err) if !targets.is_empty() => {\n"
+       "                let _ = realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id).await;\n"),
+      ("            Err(err) => {\n                let message = err.to_string();\n",
+       "            Err(err) => {\n"
+       "                let _ = realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id).await;\n"
+       "                let message = err.to_string();\n")],
+     "@rule:realtime.notice-only-after-success"),
+    ("notice-despite-failed-restore", SERVICE,
+     [("        self.restore_runtimes(&operation_id, &targets).await?;\n",
+       "        if let Err(e) = self.restore_runtimes(&operation_id, &targets).await {\n"
+       "            let _ = realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id).await;\n"
+       "            return Err(e);\n"
+       "        }\n")],
+     "@rule:realtime.notice-only-after-success"),
+    ("global-seq-from-visible-max", MESSAGES,
+     [("\"UPDATE workspaces SET latest_global_seq = latest_global_seq + 1 WHERE id = $1 \\\n",
+       "\"UPDATE workspaces SET latest_global_seq = (SELECT coalesce(max(m.global_seq), 0) + 1 \\\n"
+       "         FROM scope_messages m WHERE m.workspace_id = $1 \\\n"
+       "         AND coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'rewound') WHERE id = $1 \\\n")],
+     "@rule:recompute.no-global-seq-reuse"),
     # Read surfaces.
     ("notice-counted-unread", READS,
      [("                   AND {NOT_REWIND_NOTICE_SQL} \\\n", "")],
@@ -326,7 +391,28 @@ MUTATIONS = [
      [("DELETE FROM message_recovery_points WHERE agent_id = $1",
        "DELETE FROM message_recovery_points WHERE false AND agent_id = $1")],
      "@rule:runtime.codex-gc-noop"),
+    ("invalidation-published-before-commit", SERVICE,
+     [("        match apply_rewind(&self.pool, &plan, &operation_id, self.variant).await {",
+       "        realtime::publish_rewound(self.sink.as_ref(), &plan, &operation_id, self.variant);\n"
+       "        match apply_rewind(&self.pool, &plan, &operation_id, self.variant).await {"),
+      (REALTIME, "    publish_rewound(sink, plan, operation_id, Variant::Recommended);\n", "")],
+     "@rule:realtime.post-commit"),
+    ("only-latest-notice-not-unread", READS,
+     [("const NOT_REWIND_NOTICE_SQL: &str = \"NOT (m.metadata ? 'rewindNotice')\";",
+       "const NOT_REWIND_NOTICE_SQL: &str = \"m.client_message_id IS DISTINCT FROM (SELECT 'rewind-notice:' || o.id "
+       "FROM rewind_operations o WHERE o.thread_id = m.scope_id ORDER BY o.created_at DESC LIMIT 1)\";")],
+     "@rule:realtime.notice-no-unread"),
 ]
+
+
+def by_file(path, edits):
+    """The edits of a mutation grouped by file: an edit is `(old, new)` in the mutation's file,
+    or `(file, old, new)` in another one (a breakage that moves code between files)."""
+    grouped = {}
+    for edit in edits:
+        file, old, new = edit if len(edit) == 3 else (path, *edit)
+        grouped.setdefault(file, []).append((old, new))
+    return grouped
 
 
 def run(cmd, cwd, env, quiet=True):
@@ -379,12 +465,13 @@ def check_only(words):
     for ident, path, edits, _ in MUTATIONS:
         if words and not any(w in ident for w in words):
             continue
-        with open(os.path.join(root, path), encoding="utf-8") as f:
-            text = f.read()
-        for old, _new in edits:
-            if text.count(old) != 1:
-                print(f"  {ident}: `{old}` occurs {text.count(old)} times in {path}")
-                bad += 1
+        for file, file_edits in by_file(path, edits).items():
+            with open(os.path.join(root, file), encoding="utf-8") as f:
+                text = f.read()
+            for old, _new in file_edits:
+                if text.count(old) != 1:
+                    print(f"  {ident}: `{old}` occurs {text.count(old)} times in {file}")
+                    bad += 1
     print(f"mutation-check --check: {len(MUTATIONS)} mutations, {bad} do not apply")
     return 1 if bad else 0
 
@@ -416,17 +503,22 @@ def main():
     headers = scenarios(work)
     seen_failing = set()
     for ident, path, edits, tags in selected:
-        target = os.path.join(work, path)
-        with open(target, encoding="utf-8") as f:
-            original = f.read()
-        mutated = original
-        for old, new in edits:
-            if mutated.count(old) != 1:
-                print(f"  {ident:36} SETUP: `{old}` occurs {mutated.count(old)} times in {path}")
-                return 2
-            mutated = mutated.replace(old, new)
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(mutated)
+        originals = {}
+        for file, file_edits in by_file(path, edits).items():
+            target = os.path.join(work, file)
+            with open(target, encoding="utf-8") as f:
+                originals[target] = f.read()
+            mutated = originals[target]
+            for old, new in file_edits:
+                if mutated.count(old) != 1:
+                    print(f"  {ident:36} SETUP: `{old}` occurs {mutated.count(old)} times in {file}")
+                    for restore, text in originals.items():
+                        with open(restore, "w", encoding="utf-8") as f:
+                            f.write(text)
+                    return 2
+                mutated = mutated.replace(old, new)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(mutated)
         started = time.time()
         try:
             if run(["cargo", "build", "-q", "--bin", "rewind-conformance"], work, env) != 0:
@@ -442,8 +534,9 @@ def main():
                 if code != 1:
                     missed += 1
         finally:
-            with open(target, "w", encoding="utf-8") as f:
-                f.write(original)
+            for restore, text in originals.items():
+                with open(restore, "w", encoding="utf-8") as f:
+                    f.write(text)
         print(f"  {ident:36} {verdict:10} {tags}  ({time.time() - started:.0f}s)", flush=True)
     print(f"mutation-check: {len(selected) - missed} of {len(selected)} caught")
     never = [h for h in headers if h not in seen_failing]

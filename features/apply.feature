@@ -102,6 +102,11 @@ Feature: ApplyRewind suppresses and scrubs the suffix's facts (spec section 6.1)
       | user_id | projection_json                                                                 |
       | alice   | {"unread": 0, "lastMessage": {"id": "o-2", "preview": "Sharing the vendor card here CANARY-nt-o2b8"}} |
 
+  @rule:apply.suppress-activity-events @rule:apply.suppress-fanout-outbox @rule:apply.scrub-share-cards @rule:apply.scrub-reactions @rule:apply.scrub-pins @rule:apply.scrub-top-notices @rule:apply.scrub-search-docs @rule:apply.scrub-sources @rule:apply.scrub-attachments @rule:apply.scrub-im-stream-events @rule:apply.scrub-im-conversation-index @rule:scope.scope-id-transaction-boundary
+  Scenario: the scrub stays inside the suffix: earlier messages and the other channel keep their rows
+    Then every projection, delivery fact and recovery point not bound to messages "n-4, n-5, n-6" is as before
+    And every row of scope "ch-other" not bound to messages "n-4, n-5, n-6" is as before
+
   @rule:sem.scrub-leaking-projections @rule:inv.read-paths-no-suffix
   Scenario: no transcript, projection or sidecar keeps the suffix's content
     Then no transcript or projection holds the canaries of messages "n-4, n-5, n-6"

@@ -32,7 +32,7 @@ Feature: Concurrency and the operation lifecycle (spec sections 6.4 and 7)
     And messages "codex-3, codex-4" are rewound tombstones
     And messages "codex-1, codex-2" are untouched
 
-  @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success @rule:err.suffix-drift @rule:lifecycle.failed @rule:conc.diagnosable-failure-status
+  @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success @rule:err.suffix-drift @rule:lifecycle.failed @rule:conc.diagnosable-failure-status @rule:realtime.notice-only-after-success
   Scenario: another human's message appended while the rewind waits fails it, nothing tombstoned
     Given the conversation "projections-human-suffix"
     And the harness holds the row lock of scope "ch-notes"
@@ -44,6 +44,26 @@ Feature: Concurrency and the operation lifecycle (spec sections 6.4 and 7)
     Then the rewind is refused with "rewind is blocked because newer activity changed the conversation" or "rewind is blocked because another human sent a later message"
     And messages "n-4, n-5, n-6" are untouched
     And no rewind operation is recorded but a failed one
+    And no rewind notice was posted
+    And no "message.created" event was published
+
+  # The harness holds the cascaded thread's row lock, not the primary scope's: the apply locks
+  # every scope it tombstones, so a rewind parks on it whether it planned before taking locks or
+  # under the primary scope's lock, and both orders have planned before the reply exists. Only
+  # a rewind that locks every scope before planning plans after the reply, and must then rewind
+  # it too.
+  @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success @rule:err.suffix-drift @rule:thread.tail-target-fork-cascades @rule:lifecycle.failed @ambiguity:plan-persist-vs-scope-lock
+  Scenario: the initiator's reply added to the cascaded thread while the rewind waits is drift, never half-rewound
+    Given the conversation "reply-threads-human"
+    And the harness holds the row lock of scope "th-tail"
+    When human "alice" starts rewinding to before message "t-4"
+    Then the started rewind waits on a lock
+    When the harness appends a message by human "alice" to scope "th-tail" as "late reply"
+    And the harness releases its locks
+    And the started rewind finishes
+    Then the rewind is refused with "rewind is blocked because newer activity changed the conversation", leaving messages "t-4, tt-1, tt-2, late reply" untouched and scope "th-tail" not archived, or completes with them all rewound tombstones and that scope archived
+    And messages "t-1, t-2, t-3, tm-1" are untouched
+    And every rewind operation has a status of the spec
 
   @rule:lifecycle.preparing-only-active @rule:lifecycle.status-set
   Scenario: finished operations do not block the next rewind of the scope

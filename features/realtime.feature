@@ -11,6 +11,20 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     And a "conversation:rewound" event was published to scope "ch-notes"
     And the conversation:rewound payload carries no suffix content
 
+  @rule:realtime.post-commit @rule:realtime.conversation-rewound
+  Scenario: the invalidation and the notice are published only after the apply commits
+    Given the conversation "projections-human-suffix"
+    And the harness holds the commit of the rewind's tombstones
+    When human "alice" starts rewinding to before message "n-4"
+    Then the started rewind waits on a lock
+    And no "conversation:rewound" event has been published yet
+    And no "message.created" event has been published yet
+    When the harness releases its locks
+    And the started rewind finishes
+    Then the rewind completes
+    And a "conversation:rewound" event was published to scope "ch-notes"
+    And a rewind notice was posted in scope "ch-notes"
+
   @rule:realtime.conversation-rewound @rule:scope.parent-broadcast-not-tombstone @ambiguity:reply-thread-broadcast-scope
   Scenario: a reply-thread rewind invalidates the thread's parent scope
     Given the conversation "reply-threads-human"
@@ -64,6 +78,20 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     And human "alice" has 0 unread messages in scope "ch-notes"
     When human "bob" sends "Noted, back to the vendor list CANARY-nt-after" in scope "ch-notes"
     Then human "alice" has 1 unread message in scope "ch-notes"
+
+  @rule:realtime.notice-no-unread @rule:lifecycle.preparing-only-active
+  Scenario: an earlier rewind's notice stays out of ordinary unread after a second rewind
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-6"
+    Then the rewind completes
+    And the rewind notice is known as "first notice"
+    When human "alice" sends "Second thoughts on the venue CANARY-nt-second" in scope "ch-notes" as "second thoughts"
+    And human "alice" rewinds to before message "second thoughts"
+    Then the rewind completes
+    And message "first notice" is visible
+    And a rewind notice was posted in scope "ch-notes"
+    And human "bob" has 0 unread messages in scope "ch-notes"
+    And human "alice" has 0 unread messages in scope "ch-notes"
 
   @rule:realtime.sync-no-tombstone-page @rule:sem.rewound-invisible-everywhere
   Scenario: message sync after a rewind returns the visible messages and no tombstone page

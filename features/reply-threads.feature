@@ -53,6 +53,16 @@ Feature: Reply threads (spec sections 2, 2.1, 4 and 6.3)
     And the visible summary of scope "ch-team" counts only its non-rewound messages
     And the high-water marks of scope "ch-team" did not go down
 
+  @rule:recompute.visible-summary-fields @rule:recompute.latest-seq-high-water @rule:recompute.latest-global-seq-high-water @rule:cascade.archive-child-scope
+  Scenario: the archived thread's own summary counts none of its rewound messages
+    When human "alice" rewinds to before message "t-4"
+    Then the rewind completes
+    And scope "th-tail" is archived
+    And the visible summary of scope "th-tail" counts only its non-rewound messages
+    And the "scopes" rows where "id" is "th-tail" are:
+      | latest_seq | latest_global_seq | visible_message_count | latest_message_at | visible_last_message_at |
+      | 2          | 7                 | 0                     | <null>            | <null>                  |
+
   @rule:cascade.suppress-child-state-facts
   Scenario: the cascaded thread's reactions, search docs and activity are scrubbed
     When human "alice" rewinds to before message "t-4"

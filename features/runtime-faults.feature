@@ -10,7 +10,7 @@ Feature: Runtime restore faults (spec sections 5, 6.4 and 7)
   changed, so `failed` and `repair_required` are both accepted. Each example is
   one cell of the fault matrix (runtime x fault kind) the run report prints.
 
-  @rule:runtime.restore-verify @rule:runtime.apply-after-all-restores @rule:lifecycle.failed @rule:conc.no-partial-success @ambiguity:restore-failure-wording
+  @rule:runtime.restore-verify @rule:runtime.apply-after-all-restores @rule:lifecycle.failed @rule:conc.no-partial-success @rule:realtime.notice-only-after-success @ambiguity:restore-failure-wording
   Scenario Outline: a <runtime> restore refused with "<fault>" fails the rewind and applies nothing
     Given the conversation "runtime-agents"
     And the <mock> runtime answers the restore of agent "<agent>" with "<fault>"
@@ -20,6 +20,8 @@ Feature: Runtime restore faults (spec sections 5, 6.4 and 7)
     And messages "<target>, <next>" are untouched
     And the rewind operation has status "failed"
     And the <mock> session of agent "<agent>" is as seeded
+    And no rewind notice was posted
+    And no "message.created" event was published
 
     Examples: codex
       | runtime | mock | agent | target | next | fault |
@@ -45,7 +47,7 @@ Feature: Runtime restore faults (spec sections 5, 6.4 and 7)
       | builtin | opencode | bix | builtin-3 | builtin-4 | unknown session |
       | builtin | opencode | bix | builtin-3 | builtin-4 | busy |
 
-  @rule:runtime.restore-verify @rule:runtime.apply-after-all-restores @rule:conc.no-partial-success @ambiguity:restore-failure-wording @ambiguity:restore-outcome-unknown
+  @rule:runtime.restore-verify @rule:runtime.apply-after-all-restores @rule:conc.no-partial-success @rule:realtime.notice-only-after-success @ambiguity:restore-failure-wording @ambiguity:restore-outcome-unknown
   Scenario Outline: a <runtime> restore whose outcome is unknown ("<fault>") applies nothing
     Given the conversation "runtime-agents"
     And the <mock> runtime answers the restore of agent "<agent>" with "<fault>"
@@ -55,6 +57,8 @@ Feature: Runtime restore faults (spec sections 5, 6.4 and 7)
     And messages "<target>, <next>" are untouched
     And the rewind operation is "failed", or "repair_required" as the restore's outcome is unknown
     And the <mock> session of agent "<agent>" is as seeded
+    And no rewind notice was posted
+    And no "message.created" event was published
 
     Examples: codex
       | runtime | mock | agent | target | next | fault |

@@ -106,7 +106,7 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "agent-opencode" was restored to its recovery point for message "msg-ch-7"
     And every runtime restore happened before the first tombstone
 
-  @rule:runtime.apply-after-all-restores @rule:lifecycle.repair-required @ambiguity:restore-failure-wording
+  @rule:runtime.apply-after-all-restores @rule:lifecycle.repair-required @rule:realtime.notice-only-after-success @ambiguity:restore-failure-wording
   Scenario: a second agent's failed restore applies nothing, and a restore that already ran asks for repair
     Given the conversation "channel-two-humans-two-agents"
     And the opencode runtime answers the restore of agent "agent-opencode" with "error"
@@ -114,8 +114,10 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     Then the rewind is refused as a failed runtime restore
     And messages "msg-ch-7, msg-ch-8, msg-ch-9" are untouched
     And the operation is "repair_required" if another agent's runtime was restored first, else "failed"
+    And no rewind notice was posted
+    And no "message.created" event was published
 
-  @rule:lifecycle.repair-required @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success
+  @rule:lifecycle.repair-required @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success @rule:realtime.notice-only-after-success
   Scenario: newer activity during the restore leaves a restored runtime and an operation that needs repair
     Given the conversation "runtime-agents"
     And the codex runtime delays the restore of agent "cody" by 1500 ms
@@ -126,6 +128,8 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     Then the rewind is refused with "rewind is blocked because newer activity changed the conversation"
     And messages "codex-3, codex-4" are untouched
     And the rewind operation has status "repair_required"
+    And no rewind notice was posted
+    And no "message.created" event was published
 
   @rule:apply.delete-consumed-recovery-points @rule:inv.recovery-point-lifecycle @ambiguity:consumed-recovery-points
   Scenario: the rewind deletes only the recovery points of the rewound messages
