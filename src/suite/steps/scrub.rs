@@ -419,23 +419,6 @@ async fn scrubbed_rows(
     Ok(())
 }
 
-/// The tables a section 6.1 apply writes for suffix messages besides the transcript: projections,
-/// delivery facts and recovery points.
-const SCRUBBED_TABLES: &[&str] = &[
-    "scope_activity_events",
-    "scope_fanout_outbox",
-    "scope_share_cards",
-    "scope_message_reactions",
-    "scope_message_pins",
-    "scope_message_top_notices",
-    "scope_message_search_docs",
-    "scope_message_sources",
-    "attachments",
-    "im_stream_events",
-    "im_conversation_index",
-    "message_recovery_points",
-];
-
 /// The columns through which a row is bound to a message.
 const MESSAGE_COLUMNS: &[&str] = &["message_id", "source_message_id", "last_message_id"];
 
@@ -471,8 +454,8 @@ fn selected_rows(
     rows
 }
 
-/// Every row of the projection, delivery-fact and recovery-point tables ([`SCRUBBED_TABLES`])
-/// that names none of these messages (in `message_id`, `source_message_id` or
+/// Every row of the projection and delivery-fact tables ([`PROJECTION_TABLES`]) and of the
+/// recovery points that names none of these messages (in `message_id`, `source_message_id` or
 /// `last_message_id`) is still there, unchanged: earlier messages of the rewound scope, other
 /// scopes and other conversations, and rows bound to no message (task attachments, uploads,
 /// scope-level events). Rows the rewind added are not judged here.
@@ -487,7 +470,8 @@ async fn unbound_rows_kept(world: &mut RewindWorld, ids: String) -> anyhow::Resu
     let keep = |r: &serde_json::Value| !bound_to(r, &suffix);
     let mut problems = Vec::new();
     let mut compared = 0;
-    for table in SCRUBBED_TABLES {
+    // The tables a section 6.1 apply writes for suffix messages besides the transcript.
+    for table in PROJECTION_TABLES.iter().chain(&["message_recovery_points"]) {
         let was = selected_rows(before, table, &keep, &|_| {});
         let now = selected_rows(&after, table, &keep, &|_| {});
         compared += was.len();
@@ -508,6 +492,9 @@ async fn unbound_rows_kept(world: &mut RewindWorld, ids: String) -> anyhow::Resu
     Ok(())
 }
 
+/// The sync-dirty frontiers (spec 6.1).
+const SYNC_DIRTY_TABLES: [&str; 2] = ["scope_sync_dirty", "member_scope_sync_dirty"];
+
 /// The scope a row belongs to: `scopes.id`, else the row's `scope_id`.
 fn row_scope<'a>(table: &str, row: &'a serde_json::Value) -> Option<&'a str> {
     let column = if table == "scopes" { "id" } else { "scope_id" };
@@ -519,7 +506,8 @@ fn row_scope<'a>(table: &str, row: &'a serde_json::Value) -> Option<&'a str> {
 /// frontiers, projections, recovery points) is exactly as before, and none was added.
 /// `not bound to messages "<ids>"` leaves out rows naming one of those messages (a source in
 /// another conversation that cites a suffix message); `, reply summaries aside` leaves out the
-/// `reply_count` / `last_reply_at` of messages (a thread's parent, whose summary is recomputed).
+/// `reply_count` / `last_reply_at` of messages (a thread's parent, whose summary is recomputed)
+/// and lets the scope's sync-dirty activity frontiers move. `updated_at` is never compared.
 #[then(
     regex = r#"^every row of scopes? "([^"]+)"(?: not bound to messages "([^"]+)")? is as before(, reply summaries aside)?$"#
 )]
@@ -540,12 +528,21 @@ async fn scope_rows_kept(
         let keep = |r: &serde_json::Value| {
             row_scope(table, r).is_some_and(|s| scopes.contains(s)) && !bound_to(r, &suffix)
         };
+        // `updated_at` is bookkeeping the spec gives no meaning. Beside a thread's parent, the
+        // parent's sync-dirty activity frontier may move: announcing the recomputed summary to
+        // syncing clients is defensible (ambiguity `parent-refresh-after-thread-rewind`).
+        let aside = !summaries_aside.is_empty();
         let normalize = |r: &mut serde_json::Value| {
-            if table == "scope_messages" && !summaries_aside.is_empty() {
-                if let Some(map) = r.as_object_mut() {
-                    map.remove("reply_count");
-                    map.remove("last_reply_at");
-                }
+            let Some(map) = r.as_object_mut() else {
+                return;
+            };
+            map.remove("updated_at");
+            if aside && table == "scope_messages" {
+                map.remove("reply_count");
+                map.remove("last_reply_at");
+            }
+            if aside && SYNC_DIRTY_TABLES.contains(&table.as_str()) {
+                map.remove("latest_activity_seq");
             }
         };
         let was = selected_rows(before, table, &keep, &normalize);
@@ -564,6 +561,23 @@ async fn scope_rows_kept(
                 line_diff(&was.join("\n"), &now.join("\n"))
             ));
         }
+    }
+    if !summaries_aside.is_empty() {
+        let frontier = |snapshot: &DbSnapshot| -> i64 {
+            SYNC_DIRTY_TABLES
+                .iter()
+                .flat_map(|t| snapshot.tables.get(*t).into_iter().flatten())
+                .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+                .filter(|r| row_scope("", r).is_some_and(|s| scopes.contains(s)))
+                .filter_map(|r| r.get("latest_activity_seq").and_then(|v| v.as_i64()))
+                .sum()
+        };
+        let reading = if frontier(&after) > frontier(before) {
+            "activity-marked"
+        } else {
+            "untouched"
+        };
+        world.take_reading("parent-refresh-after-thread-rewind", reading)?;
     }
     let missing: Vec<&String> = scopes.difference(&seen).collect();
     ensure!(

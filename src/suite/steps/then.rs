@@ -588,6 +588,17 @@ async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Resu
     Ok(())
 }
 
+/// The statuses of the operations targeting `message`, oldest first.
+async fn statuses_targeting(world: &RewindWorld, message: &str) -> anyhow::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
+    )
+    .bind(message)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading rewind_operations")
+}
+
 /// The operation recorded for the rewind targeting this message has this status.
 #[then(expr = "the operation targeting {string} is {string}")]
 async fn operation_targeting(
@@ -595,13 +606,7 @@ async fn operation_targeting(
     message: String,
     expected: String,
 ) -> anyhow::Result<()> {
-    let statuses: Vec<String> = sqlx::query_scalar(
-        "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
-    )
-    .bind(&message)
-    .fetch_all(world.pool()?)
-    .await
-    .context("reading rewind_operations")?;
+    let statuses = statuses_targeting(world, &message).await?;
     ensure!(
         statuses.last() == Some(&expected),
         "rewind_operations targeting `{message}`: statuses {statuses:?}, expected the last to be `{expected}`"
@@ -664,13 +669,7 @@ async fn operation_or_not_yet(
     message: String,
     expected: String,
 ) -> anyhow::Result<()> {
-    let statuses: Vec<String> = sqlx::query_scalar(
-        "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
-    )
-    .bind(&message)
-    .fetch_all(world.pool()?)
-    .await
-    .context("reading rewind_operations")?;
+    let statuses = statuses_targeting(world, &message).await?;
     let reading = match statuses.as_slice() {
         [] => "plan-under-lock",
         [status] if *status == expected => "plan-before-lock",
