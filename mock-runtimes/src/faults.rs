@@ -78,6 +78,18 @@ pub struct FaultRule {
     pub target: String,
     /// The call it applies to: a JSON-RPC method (`thread/rollback`), a route name (`revert`,
     /// `message`, `unrevert`) or a CLI mode (`resume-at`). `None`: every call to the target.
+    ///
+    /// The calls that DELIVER an input (a user turn) are named:
+    /// - codex: `turn/start` (target: the thread id);
+    /// - opencode: `message` (`POST /session/{id}/message`; target: the session id);
+    /// - claude: the mode of the prompt run (target: the session addressed): `new` for a new
+    ///   session (`--session-id=<uuid>`, or no session flag), `resume` for `--resume` /
+    ///   `--continue` (forks included, matched by the source session), `resume-at` for a run
+    ///   with `--resume-session-at` (with or without a prompt).
+    ///
+    /// A faulted delivering call never reaches the delivery witness ([`crate::witness`]); with
+    /// `error`, `busy`, `unknown_session`, `crash` or `hang` (without `hang_ms`) nothing of
+    /// the input is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
     /// What happens.

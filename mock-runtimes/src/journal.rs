@@ -31,6 +31,10 @@ pub struct JournalEntry {
     /// A short human-readable detail (an error message, the injected fault).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The number the delivery witness answered for this call (see [`crate::witness`]); only
+    /// on delivering inputs made while a witness was configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<u64>,
 }
 
 impl JournalEntry {
@@ -45,6 +49,7 @@ impl JournalEntry {
             request: serde_json::Value::Null,
             outcome: "ok".to_owned(),
             detail: None,
+            witness: None,
         }
     }
 

@@ -6,20 +6,40 @@
 //! Every mock keeps its state under the directory the real runtime uses (`$CODEX_HOME`,
 //! `$CLAUDE_CONFIG_DIR`, `$XDG_DATA_HOME/opencode`), appends every call it receives to a
 //! [`journal`] there, and answers with the [`faults`] the harness planted for a thread or
-//! session. The harness seeds state before a scenario and reads it back afterwards through the
-//! functions each module exports.
+//! session. Every turn is answered with [`reply_to`], and when [`witness::WITNESS_ENV`] is set
+//! every delivering input is first announced to the harness's delivery [`witness`]. The harness
+//! seeds state before a scenario and reads it back afterwards through the functions each module
+//! exports.
 
 pub mod claude;
 pub mod codex;
 pub mod faults;
 pub mod journal;
 pub mod opencode;
+pub mod witness;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The agent runtimes named by the spec, as they appear in fixtures and capability profiles.
 pub const RUNTIME_IDS: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
+
+/// The marker that makes a mock give an empty reply: an input containing it gets no text back.
+pub const NO_REPLY_MARKER: &str = "[no reply]";
+
+/// The deterministic reply every mock gives to a turn whose full input text is `input`:
+/// `Mock reply to: <input>` verbatim (never truncated), or an empty string when `input`
+/// contains [`NO_REPLY_MARKER`]. No model is called. What an empty reply looks like is the
+/// runtime's own: codex completes the turn without an `agentMessage` item, claude writes an
+/// assistant entry with an empty text and a `result` of `""`, opencode an assistant message
+/// without a `text` part.
+pub fn reply_to(input: &str) -> String {
+    if input.contains(NO_REPLY_MARKER) {
+        String::new()
+    } else {
+        format!("Mock reply to: {input}")
+    }
+}
 
 /// The directory, inside a runtime's home, where a mock keeps its journal, fault plan and any
 /// state the real runtime would keep in a database.

@@ -11,7 +11,11 @@ use rewind_mock_runtimes::claude::{
 };
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
+use rewind_mock_runtimes::witness::WITNESS_ENV;
 use serde_json::{json, Value};
+
+mod support;
+use support::{unreachable_url, WitnessServer, FIRST_WITNESS};
 
 const SESSION: &str = "5e55a000-0000-4000-8000-000000000001";
 const U1: &str = "00000000-0000-4000-8000-0000000000a1";
@@ -47,6 +51,7 @@ impl Env {
             .current_dir(self.cwd())
             .env("CLAUDE_CONFIG_DIR", self.config())
             .env_remove("IS_SANDBOX")
+            .env_remove(WITNESS_ENV)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
@@ -54,7 +59,16 @@ impl Env {
 
     /// Runs the CLI with `stdin` written then closed.
     fn run(&self, args: &[&str], stdin: &[String]) -> Output {
-        let mut child = self.command(args).stdin(Stdio::piped()).spawn().unwrap();
+        self.run_witnessed(args, stdin, None)
+    }
+
+    /// [`run`](Self::run) with the delivery witness at `witness` (when given).
+    fn run_witnessed(&self, args: &[&str], stdin: &[String], witness: Option<&str>) -> Output {
+        let mut command = self.command(args);
+        if let Some(url) = witness {
+            command.env(WITNESS_ENV, url);
+        }
+        let mut child = command.stdin(Stdio::piped()).spawn().unwrap();
         let mut input = child.stdin.take().unwrap();
         for line in stdin {
             // A run that fails early closes its stdin: the exit status and stderr tell why.
@@ -734,4 +748,281 @@ fn every_process_start_is_journaled_even_for_a_bad_command_line() {
     )
     .unwrap()
     .is_none());
+}
+
+// ---- live delivery: replies, the delivery witness, faults on prompt runs ----
+
+fn with(base: &[&str], extra: &[&str]) -> Vec<String> {
+    base.iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A witness whose hook reports the live chain of the request's target at that moment.
+fn chain_witness(env: &Env) -> WitnessServer {
+    let config = env.config().to_path_buf();
+    let cwd = env.cwd().to_path_buf();
+    WitnessServer::start_with(support::Answer::Witness, move |request| {
+        match live_chain(&config, &cwd, &request.target).unwrap() {
+            Some(chain) => json!(chain.into_iter().map(|e| e.uuid).collect::<Vec<_>>()),
+            None => Value::Null,
+        }
+    })
+}
+
+#[test]
+fn replies_are_verbatim_and_an_empty_reply_still_writes_both_entries() {
+    let env = Env::new();
+    let long = "y".repeat(450);
+    let id = format!("--session-id={SESSION}");
+    let args = with(&STREAM, &[id.as_str()]);
+    let out = env.run(&refs(&args), &[user(&long, None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    let expected = format!("Mock reply to: {long}");
+    assert_eq!(of_type(&lines, "result")[0]["result"], expected.as_str());
+    assert_eq!(
+        of_type(&lines, "assistant")[0]["message"]["content"][0]["text"],
+        expected.as_str()
+    );
+
+    let resume = format!("--resume={SESSION}");
+    let args = with(&STREAM, &[resume.as_str()]);
+    let out = env.run(&refs(&args), &[user("stay silent [no reply]", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = stdout_lines(&out);
+    let result = of_type(&lines, "result")[0];
+    assert_eq!(result["result"], "");
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(
+        of_type(&lines, "assistant")[0]["message"]["content"][0]["text"],
+        ""
+    );
+    let chain = env.chain(SESSION);
+    assert_eq!(chain.len(), 4);
+    assert_eq!(chain[2].role, "user");
+    assert_eq!(chain[2].text, "stay silent [no reply]");
+    assert_eq!(chain[3].role, "assistant");
+    assert_eq!(chain[3].text, "");
+    assert_eq!(
+        chain[3].parent_uuid.as_deref(),
+        Some(chain[2].uuid.as_str())
+    );
+}
+
+#[test]
+fn the_witness_sees_each_prompt_before_it_is_written() {
+    let env = Env::new();
+    let witness = chain_witness(&env);
+    let id = format!("--session-id={SESSION}");
+    let args = with(&STREAM, &[id.as_str()]);
+    let out = env.run_witnessed(&refs(&args), &[user("one", Some(U1))], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let turn1 = env.uuids(SESSION);
+    assert_eq!(turn1.len(), 2);
+
+    let resume = format!("--resume={SESSION}");
+    let args = with(&STREAM, &[resume.as_str()]);
+    let out = env.run_witnessed(&refs(&args), &[user("two", None)], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 2, "one request per prompt");
+    let first = &seen[0].request;
+    assert_eq!(first.runtime, "claude");
+    assert_eq!(first.target, SESSION);
+    assert_eq!(first.input, "one");
+    assert_eq!(
+        first.before,
+        json!({ "sessionId": SESSION, "fresh": true, "leafUuid": null, "chain": [] })
+    );
+    assert_eq!(
+        seen[0].hook,
+        Value::Null,
+        "no transcript while the witness looked"
+    );
+    let second = &seen[1].request;
+    assert_eq!(second.input, "two");
+    assert_eq!(
+        second.before,
+        json!({ "sessionId": SESSION, "fresh": false, "leafUuid": turn1[1], "chain": turn1 })
+    );
+    assert_eq!(seen[1].hook, json!(turn1), "turn 2 not written yet");
+
+    let runs: Vec<Option<u64>> = env
+        .journal()
+        .iter()
+        .filter(|e| e.call != "process/start")
+        .map(|e| e.witness)
+        .collect();
+    assert_eq!(runs, [Some(FIRST_WITNESS), Some(FIRST_WITNESS + 1)]);
+
+    // Two prompts in one run: two requests, the second chained on the first's reply.
+    let out = env.run_witnessed(
+        &refs(&args),
+        &[user("three", None), user("four", None)],
+        Some(witness.url()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 4);
+    let chain = env.uuids(SESSION);
+    assert_eq!(seen[2].request.before["chain"], json!(chain[..4]));
+    assert_eq!(seen[3].request.before["leafUuid"], chain[5].as_str());
+    assert_eq!(seen[3].request.before["chain"], json!(chain[..6]));
+    assert_eq!(last_call(&env).witness, Some(FIRST_WITNESS + 2));
+
+    // A run without a prompt delivers nothing.
+    let out = env.run_witnessed(&refs(&args), &[], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(witness.requests().len(), 4);
+    assert_eq!(last_call(&env).witness, None);
+}
+
+#[test]
+fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
+    let env = Env::new();
+    env.seed();
+    let witness = chain_witness(&env);
+    let args = restore_args(SESSION, U2);
+    let out = env.run_witnessed(&refs(&args), &[user("instead", None)], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].request.before,
+        json!({ "sessionId": SESSION, "fresh": false, "leafUuid": U2, "chain": [U1, A1, U2] })
+    );
+    assert_eq!(seen[0].hook, json!([U1, A1, U2, A2]), "nothing written yet");
+    let chain = env.chain(SESSION);
+    assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
+
+    // A prompt-less restore moves the leaf without a delivery; the next prompt chains there.
+    let out = restore(&env, SESSION, A1);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let resume = format!("--resume={SESSION}");
+    let args = with(&STREAM, &[resume.as_str()]);
+    let out = env.run_witnessed(&refs(&args), &[user("later", None)], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].request.before["leafUuid"], A1);
+    assert_eq!(seen[1].request.before["chain"], json!([U1, A1]));
+
+    // A fork is announced on its source session.
+    let args = with(&STREAM, &[resume.as_str(), "--fork-session"]);
+    let out = env.run_witnessed(&refs(&args), &[user("forked", None)], Some(witness.url()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let forked = stdout_lines(&out)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(forked, SESSION);
+    let live = env.uuids(SESSION);
+    let fork = &witness.seen()[2].request;
+    assert_eq!(fork.target, SESSION);
+    assert_eq!(fork.before["sessionId"], SESSION);
+    assert_eq!(fork.before["fresh"], false);
+    assert_eq!(fork.before["leafUuid"], live.last().unwrap().as_str());
+    assert_eq!(fork.before["chain"], json!(live));
+    assert_eq!(env.uuids(&forked)[..live.len()], live[..]);
+}
+
+#[test]
+fn an_unreachable_witness_fails_the_run_and_writes_nothing() {
+    let env = Env::new();
+    env.seed();
+    let before = std::fs::read(env.transcript(SESSION)).unwrap();
+    let url = unreachable_url();
+    let resume = format!("--resume={SESSION}");
+    let args = with(&STREAM, &[resume.as_str()]);
+    let out = env.run_witnessed(&refs(&args), &[user("lost", None)], Some(&url));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("delivery witness failed: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(of_type(&stdout_lines(&out), "assistant").is_empty());
+    assert_eq!(std::fs::read(env.transcript(SESSION)).unwrap(), before);
+    let call = last_call(&env);
+    assert_eq!(call.call, "claude --resume");
+    assert_eq!(call.outcome, "error");
+    assert_eq!(call.witness, None);
+    assert!(call
+        .detail
+        .as_deref()
+        .unwrap()
+        .starts_with("delivery witness failed: "));
+
+    // A new session gets no transcript at all.
+    let fresh = "aaaaaaaa-0000-4000-8000-000000000004";
+    let id = format!("--session-id={fresh}");
+    let args = with(&STREAM, &[id.as_str()]);
+    let out = env.run_witnessed(&refs(&args), &[user("lost", None)], Some(&url));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!env.transcript(fresh).exists());
+    assert_eq!(last_call(&env).outcome, "error");
+}
+
+#[test]
+fn a_faulted_prompt_run_never_reaches_the_witness_and_writes_nothing() {
+    let env = Env::new();
+    env.seed();
+    let witness = WitnessServer::start();
+    let before = std::fs::read(env.transcript(SESSION)).unwrap();
+    let resume = format!("--resume={SESSION}");
+    let plain = with(&STREAM, &[resume.as_str()]);
+    let at = restore_args(SESSION, A1);
+    let run = |args: &[String]| {
+        env.run_witnessed(&refs(args), &[user("faulted", None)], Some(witness.url()))
+    };
+
+    for (call, args) in [("resume", &plain), ("resume-at", &at)] {
+        env.fault(call, FaultKind::Error, None);
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1));
+        let lines = stdout_lines(&out);
+        assert_eq!(lines.len(), 1, "only the error result");
+        assert_eq!(lines[0]["type"], "result");
+        assert_eq!(lines[0]["is_error"], true);
+        assert_eq!(last_call(&env).outcome, "fault:error");
+
+        env.fault(call, FaultKind::Busy, None);
+        assert_eq!(run(args).status.code(), Some(1));
+        env.fault(call, FaultKind::Crash, None);
+        assert_eq!(run(args).status.code(), Some(134));
+        env.fault(call, FaultKind::NoEffect, None);
+        assert!(run(args).status.success());
+        assert_eq!(std::fs::read(env.transcript(SESSION)).unwrap(), before);
+    }
+
+    let fresh = "aaaaaaaa-0000-4000-8000-000000000005";
+    FaultPlan {
+        rules: vec![FaultRule {
+            target: fresh.into(),
+            call: Some("new".into()),
+            kind: FaultKind::Error,
+            hang_ms: None,
+        }],
+    }
+    .save(&rewind_mock_runtimes::faults_path(env.config()))
+    .unwrap();
+    let id = format!("--session-id={fresh}");
+    let out = run(&with(&STREAM, &[id.as_str()]));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_lines(&out)[0]["is_error"], true);
+    assert!(!env.transcript(fresh).exists());
+    assert!(witness.requests().is_empty(), "{:?}", witness.requests());
+    assert!(env.journal().iter().all(|e| e.witness.is_none()));
+
+    // Without a fault the same run is witnessed and written.
+    FaultPlan::default()
+        .save(&rewind_mock_runtimes::faults_path(env.config()))
+        .unwrap();
+    assert!(run(&plain).status.success());
+    assert_eq!(witness.requests().len(), 1);
+    assert_eq!(env.uuids(SESSION).len(), 6);
 }

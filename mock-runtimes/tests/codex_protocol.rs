@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 
 use rewind_mock_runtimes::codex::{self, SeedThread, SeedTurn};
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
-use rewind_mock_runtimes::journal::read_journal;
+use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
+use rewind_mock_runtimes::witness::WITNESS_ENV;
 use serde_json::{json, Value};
+
+mod support;
+use support::{unreachable_url, Answer, WitnessServer, FIRST_WITNESS};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mock-codex");
 const WAIT: Duration = Duration::from_secs(10);
@@ -34,6 +38,7 @@ impl Server {
             .env("CODEX_HOME", home)
             .env_remove(codex::VERSION_ENV)
             .env_remove(codex::TURN_MS_ENV)
+            .env_remove(WITNESS_ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -343,7 +348,8 @@ fn start_and_turn_follow_the_real_notification_order() {
         .iter()
         .map(|d| d["params"]["delta"].as_str().unwrap())
         .collect();
-    assert_eq!(text, codex::canned_reply("hello there"));
+    assert_eq!(text, rewind_mock_runtimes::reply_to("hello there"));
+    assert_eq!(text, "Mock reply to: hello there");
     let last_item = &notes[notes.len() - 4];
     assert_eq!(last_item["method"], "item/completed");
     assert_eq!(last_item["params"]["item"]["type"], "agentMessage");
@@ -1046,4 +1052,379 @@ fn the_process_refuses_to_start_without_a_usable_home_or_command_line() {
         String::from_utf8_lossy(&out.stdout).trim(),
         "codex-cli 0.155.0"
     );
+}
+
+// ---- live delivery: replies, the delivery witness, faults on turn/start ----
+
+fn text_input(text: &str) -> Value {
+    json!([{ "type": "text", "text": text, "text_elements": [] }])
+}
+
+/// Starts a turn and waits for its completion; returns the turn id and the notifications.
+fn run_turn(server: &mut Server, thread_id: &str, input: Value) -> (String, Vec<Value>) {
+    let turn = server.ok(
+        "turn/start",
+        json!({ "threadId": thread_id, "input": input }),
+    );
+    let notes = server.until("turn/completed");
+    (turn["turn"]["id"].as_str().unwrap().to_owned(), notes)
+}
+
+fn journal_calls(home: &Path, call: &str) -> Vec<JournalEntry> {
+    read_journal(&rewind_mock_runtimes::journal_path(home))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.call == call)
+        .collect()
+}
+
+fn persisted_turns(home: &Path, thread_id: &str) -> Vec<String> {
+    codex::read_thread(home, thread_id)
+        .unwrap()
+        .map(|t| t.turn_ids())
+        .unwrap_or_default()
+}
+
+#[test]
+fn reply_to_is_verbatim_and_empty_with_the_marker() {
+    let long = "x".repeat(500);
+    assert_eq!(
+        rewind_mock_runtimes::reply_to(&long),
+        format!("Mock reply to: {long}")
+    );
+    assert_eq!(
+        rewind_mock_runtimes::reply_to("a\nb"),
+        "Mock reply to: a\nb"
+    );
+    assert_eq!(
+        rewind_mock_runtimes::reply_to(&format!(
+            "please {}",
+            rewind_mock_runtimes::NO_REPLY_MARKER
+        )),
+        ""
+    );
+    assert_eq!(rewind_mock_runtimes::NO_REPLY_MARKER, "[no reply]");
+    assert_eq!(
+        codex::canned_reply("x"),
+        rewind_mock_runtimes::reply_to("x")
+    );
+}
+
+#[test]
+fn several_text_items_are_one_input_and_an_empty_reply_has_no_agent_message() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    server.handshake(false);
+    let thread = server.ok("thread/start", json!({}));
+    let thread_id = thread["thread"]["id"].as_str().unwrap().to_owned();
+    server.until("thread/started");
+
+    let input = json!([
+        { "type": "text", "text": "first line", "text_elements": [] },
+        { "type": "image", "url": "http://example.invalid/x.png" },
+        { "type": "text", "text": "second line", "text_elements": [] },
+    ]);
+    let (_, notes) = run_turn(&mut server, &thread_id, input);
+    let agent = notes
+        .iter()
+        .find(|n| n["method"] == "item/completed" && n["params"]["item"]["type"] == "agentMessage")
+        .expect("an agent message");
+    assert_eq!(
+        agent["params"]["item"]["text"],
+        "Mock reply to: first line\nsecond line"
+    );
+
+    let (silent, notes) = run_turn(&mut server, &thread_id, text_input("be quiet [no reply]"));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["params"]["item"]["type"] == "agentMessage"
+                || n["method"] == "item/agentMessage/delta"),
+        "no agent message item for an empty reply: {notes:?}"
+    );
+    let names = methods(&notes);
+    assert_eq!(
+        names,
+        [
+            "thread/status/changed",
+            "turn/started",
+            "item/started",
+            "item/completed",
+            "thread/tokenUsage/updated",
+            "thread/status/changed",
+            "turn/completed",
+        ]
+    );
+    let completed = &notes.last().unwrap()["params"]["turn"];
+    assert_eq!(completed["id"], silent.as_str());
+    assert_eq!(completed["status"], "completed");
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": thread_id, "includeTurns": true }),
+    );
+    let items = read["thread"]["turns"][1]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "only the user message: {items:?}");
+    assert_eq!(items[0]["type"], "userMessage");
+    assert_eq!(read["thread"]["turns"][1]["status"], "completed");
+    let state = codex::read_thread(home.path(), &thread_id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.turns[0].input, "first line\nsecond line");
+    assert_eq!(state.turns[1].output, "");
+}
+
+#[test]
+fn the_witness_sees_each_turn_start_before_the_turn_is_recorded() {
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_path_buf();
+    // At the moment of each request, what the mock has persisted for the thread.
+    let witness = WitnessServer::start_with(Answer::Witness, move |request| {
+        json!(persisted_turns(&home_path, &request.target))
+    });
+    let mut server = Server::start_with(home.path(), &[(WITNESS_ENV, witness.url())]);
+    server.handshake(false);
+    let thread = server.ok("thread/start", json!({}));
+    let thread_id = thread["thread"]["id"].as_str().unwrap().to_owned();
+    server.until("thread/started");
+    assert!(
+        witness.requests().is_empty(),
+        "thread/start delivers nothing"
+    );
+
+    let mut turns = Vec::new();
+    for text in ["one", "two", "three"] {
+        let (id, _) = run_turn(&mut server, &thread_id, text_input(text));
+        turns.push(id);
+    }
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 3, "exactly one request per turn/start");
+    for (index, s) in seen.iter().enumerate() {
+        assert_eq!(s.request.runtime, "codex");
+        assert_eq!(s.request.target, thread_id);
+        assert_eq!(s.request.before["threadId"], thread_id.as_str());
+        assert_eq!(s.request.before["turnIds"], json!(turns[..index]));
+        // Not yet recorded while the witness looked.
+        assert_eq!(s.hook, json!(turns[..index]));
+    }
+    assert_eq!(seen[0].request.input, "one");
+    assert_eq!(seen[2].request.input, "three");
+    assert_eq!(
+        seen[2].request.before,
+        json!({ "threadId": thread_id, "turnIds": [turns[0], turns[1]] })
+    );
+
+    // Reads, resumes and rollbacks are not deliveries.
+    server.ok(
+        "thread/read",
+        json!({ "threadId": thread_id, "includeTurns": true }),
+    );
+    server.ok("thread/resume", json!({ "threadId": thread_id }));
+    assert_eq!(witness.requests().len(), 3);
+
+    let starts = journal_calls(home.path(), "turn/start");
+    let numbers: Vec<Option<u64>> = starts.iter().map(|e| e.witness).collect();
+    assert_eq!(
+        numbers,
+        [
+            Some(FIRST_WITNESS),
+            Some(FIRST_WITNESS + 1),
+            Some(FIRST_WITNESS + 2)
+        ]
+    );
+    assert!(
+        read_journal(&rewind_mock_runtimes::journal_path(home.path()))
+            .unwrap()
+            .iter()
+            .filter(|e| e.call != "turn/start")
+            .all(|e| e.witness.is_none())
+    );
+    assert_eq!(persisted_turns(home.path(), &thread_id), turns);
+}
+
+#[test]
+fn a_failing_witness_fails_the_turn_start_and_records_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let broken = WitnessServer::start_with(Answer::ServerError, |_| Value::Null);
+    let garbled = WitnessServer::start_with(Answer::BadJson, |_| Value::Null);
+    for (url, why) in [
+        (unreachable_url(), "cannot reach"),
+        (broken.url().to_owned(), "500"),
+        (garbled.url().to_owned(), "not {\"witness\": <number>}"),
+    ] {
+        let mut server = Server::start_with(home.path(), &[(WITNESS_ENV, url.as_str())]);
+        server.handshake(true);
+        server.ok("thread/resume", json!({ "threadId": THREAD }));
+        let (answer, notes) = server.call(
+            "turn/start",
+            json!({ "threadId": THREAD, "input": text_input("lost") }),
+        );
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("delivery witness failed: ") && message.contains(why),
+            "{message}"
+        );
+        assert!(notes.is_empty(), "no turn notifications: {notes:?}");
+        assert!(
+            server.recv(Duration::from_millis(200)).is_err(),
+            "nothing follows the error"
+        );
+        let read = server.ok(
+            "thread/read",
+            json!({ "threadId": THREAD, "includeTurns": true }),
+        );
+        assert_eq!(read["thread"]["status"]["type"], "idle");
+        assert_eq!(turn_ids(&read["thread"]), ["turn-1", "turn-2"]);
+        assert!(server.close().success());
+        assert_eq!(persisted_turns(home.path(), THREAD), ["turn-1", "turn-2"]);
+        let last = journal_calls(home.path(), "turn/start").pop().unwrap();
+        assert_eq!(last.outcome, "error");
+        assert_eq!(last.witness, None);
+        assert!(
+            last.detail
+                .as_deref()
+                .unwrap()
+                .starts_with("delivery witness failed: "),
+            "{last:?}"
+        );
+    }
+    assert_eq!(broken.requests().len(), 1);
+    assert_eq!(garbled.requests().len(), 1);
+}
+
+#[test]
+fn a_faulted_turn_start_never_reaches_the_witness_and_records_no_turn() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let witness = WitnessServer::start();
+    let start = |home: &Path| {
+        let mut server = Server::start_with(home, &[(WITNESS_ENV, witness.url())]);
+        server.handshake(true);
+        server.ok("thread/resume", json!({ "threadId": THREAD }));
+        server
+    };
+    let params = json!({ "threadId": THREAD, "input": text_input("faulted") });
+
+    set_faults(
+        home.path(),
+        vec![rule("turn/start", FaultKind::Error, None)],
+    );
+    let mut server = start(home.path());
+    let (answer, _) = server.call("turn/start", params.clone());
+    assert_eq!(answer["error"]["code"], -32603);
+    assert_eq!(
+        answer["error"]["message"],
+        "turn/start failed: injected fault"
+    );
+    set_faults(home.path(), vec![rule("turn/start", FaultKind::Busy, None)]);
+    assert_eq!(
+        server.err("turn/start", params.clone()),
+        (
+            -32600,
+            "Cannot start a turn while a turn is in progress.".to_owned()
+        )
+    );
+    set_faults(
+        home.path(),
+        vec![rule("turn/start", FaultKind::UnknownSession, None)],
+    );
+    assert_eq!(
+        server.err("turn/start", params.clone()),
+        (-32600, format!("thread not found: {THREAD}"))
+    );
+    set_faults(
+        home.path(),
+        vec![rule("turn/start", FaultKind::NoEffect, None)],
+    );
+    let acknowledged = server.ok("turn/start", params.clone());
+    assert_eq!(acknowledged["turn"]["status"], "inProgress");
+    set_faults(home.path(), vec![rule("turn/start", FaultKind::Hang, None)]);
+    let id = server.send_request("turn/start", params.clone());
+    assert!(
+        server.wait(id, Duration::from_millis(400)).is_none(),
+        "a hang never answers"
+    );
+    server.kill();
+    assert_eq!(persisted_turns(home.path(), THREAD), ["turn-1", "turn-2"]);
+
+    set_faults(
+        home.path(),
+        vec![rule("turn/start", FaultKind::Crash, None)],
+    );
+    let mut server = start(home.path());
+    server.send_request("turn/start", params.clone());
+    while server.recv(WAIT).is_ok() {}
+    assert_eq!(server.close().code(), Some(134));
+    assert_eq!(persisted_turns(home.path(), THREAD), ["turn-1", "turn-2"]);
+
+    assert!(witness.requests().is_empty(), "{:?}", witness.requests());
+    let outcomes: Vec<String> = journal_calls(home.path(), "turn/start")
+        .into_iter()
+        .map(|e| {
+            assert_eq!(e.witness, None);
+            e.outcome
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "fault:error",
+            "fault:busy",
+            "fault:unknown_session",
+            "fault:no_effect",
+            "fault:hang",
+            "fault:crash"
+        ]
+    );
+
+    // Without the fault the same call is delivered, witnessed and recorded.
+    set_faults(home.path(), vec![]);
+    let mut server = start(home.path());
+    let (turn, _) = run_turn(&mut server, THREAD, text_input("delivered"));
+    assert_eq!(
+        persisted_turns(home.path(), THREAD),
+        ["turn-1", "turn-2", turn.as_str()]
+    );
+    let requests = witness.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].before["turnIds"], json!(["turn-1", "turn-2"]));
+}
+
+#[test]
+fn a_thread_started_by_one_process_is_resumed_by_another_with_its_turns() {
+    let home = tempfile::tempdir().unwrap();
+    let mut first = Server::start(home.path());
+    first.handshake(false);
+    let thread = first.ok("thread/start", json!({}));
+    let thread_id = thread["thread"]["id"].as_str().unwrap().to_owned();
+    first.until("thread/started");
+    let (one, _) = run_turn(&mut first, &thread_id, text_input("one"));
+    let (two, _) = run_turn(&mut first, &thread_id, text_input("two"));
+    assert!(first.close().success());
+
+    let witness = WitnessServer::start();
+    let mut second = Server::start_with(home.path(), &[(WITNESS_ENV, witness.url())]);
+    second.handshake(false);
+    // Not loaded in this process until resumed.
+    assert_eq!(
+        second.err(
+            "turn/start",
+            json!({ "threadId": thread_id, "input": text_input("x") })
+        ),
+        (-32600, format!("thread not found: {thread_id}"))
+    );
+    let resumed = second.ok("thread/resume", json!({ "threadId": thread_id }));
+    assert_eq!(turn_ids(&resumed["thread"]), [one.as_str(), two.as_str()]);
+    let turns = resumed["thread"]["turns"].as_array().unwrap();
+    assert_eq!(turns[1]["status"], "completed");
+    assert_eq!(turns[1]["items"][0]["content"][0]["text"], "two");
+    assert_eq!(turns[1]["items"][1]["text"], "Mock reply to: two");
+    let (three, _) = run_turn(&mut second, &thread_id, text_input("three"));
+    assert_eq!(
+        witness.requests()[0].before,
+        json!({ "threadId": thread_id, "turnIds": [one, two] })
+    );
+    assert!(second.close().success());
+    assert_eq!(persisted_turns(home.path(), &thread_id), [one, two, three]);
 }

@@ -10,7 +10,11 @@ use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
 use rewind_mock_runtimes::opencode::{
     faults_file, journal_file, read_session, seed_sessions, SeedMessage, SeedSession, ServerProcess,
 };
+use rewind_mock_runtimes::witness::WITNESS_ENV;
 use serde_json::{json, Value};
+
+mod support;
+use support::{unreachable_url, Answer, WitnessServer, FIRST_WITNESS};
 
 const PROGRAM: &str = env!("CARGO_BIN_EXE_mock-opencode");
 
@@ -24,6 +28,20 @@ struct Mock {
 
 /// Writes `opencode.json` (when given) in a fresh working directory and starts the server.
 async fn start(config: Option<Value>) -> Mock {
+    start_with_env(config, &[]).await
+}
+
+/// The context-only server with the delivery witness at `url`.
+async fn start_witnessed(url: &str) -> Mock {
+    start_with_env(
+        Some(json!({ "snapshot": false })),
+        &[(WITNESS_ENV.to_owned(), url.to_owned())],
+    )
+    .await
+}
+
+/// [`start`] with extra environment variables for the server process.
+async fn start_with_env(config: Option<Value>, env: &[(String, String)]) -> Mock {
     let dir = tempfile::tempdir().unwrap();
     let data_home = dir.path().join("data");
     let cwd = dir.path().join("project");
@@ -31,7 +49,7 @@ async fn start(config: Option<Value>) -> Mock {
     if let Some(config) = config {
         std::fs::write(cwd.join("opencode.json"), config.to_string()).unwrap();
     }
-    let server = ServerProcess::start(Path::new(PROGRAM), &[], &data_home, &cwd)
+    let server = ServerProcess::start_with_env(Path::new(PROGRAM), &[], &data_home, &cwd, env)
         .await
         .unwrap();
     Mock {
@@ -887,4 +905,277 @@ async fn bad_arguments_and_configurations_fail_the_start() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("ConfigJsonError"), "{err}");
+}
+
+// ---- live delivery: replies, the delivery witness, faults on prompts ----
+
+fn part_types(message: &Value) -> Vec<String> {
+    message["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn prompt_calls(mock: &Mock) -> Vec<JournalEntry> {
+    mock.journal()
+        .into_iter()
+        .filter(|e| e.call == "POST /session/{id}/message")
+        .collect()
+}
+
+#[tokio::test]
+async fn text_parts_are_one_input_and_an_empty_reply_has_no_text_part() {
+    let mock = start_context_only().await;
+    let session = mock.create().await;
+    let (status, reply) = mock
+        .post(
+            &format!("/session/{session}/message"),
+            json!({ "parts": [
+                { "type": "text", "text": "first" },
+                { "type": "file", "mime": "text/plain", "url": "file:///x" },
+                { "type": "text", "text": "second" },
+            ] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(part_types(&reply), ["step-start", "text", "step-finish"]);
+    assert_eq!(reply["parts"][1]["text"], "Mock reply to: first\nsecond");
+
+    let long = "z".repeat(400);
+    let reply = mock.prompt(&session, None, &long).await;
+    assert_eq!(reply["parts"][1]["text"], format!("Mock reply to: {long}"));
+
+    let silent = mock.prompt(&session, None, "[no reply] please").await;
+    assert_eq!(silent["info"]["role"], "assistant");
+    assert_eq!(silent["info"]["finish"], "stop");
+    assert_eq!(part_types(&silent), ["step-start", "step-finish"]);
+    let messages = mock.messages(&session).await;
+    assert_eq!(messages.len(), 6);
+    assert_eq!(messages[5]["info"]["id"], silent["info"]["id"]);
+    assert_eq!(
+        messages[5]["info"]["parentID"], messages[4]["info"]["id"],
+        "the user message is kept and answered"
+    );
+    assert_eq!(part_types(&messages[5]), ["step-start", "step-finish"]);
+}
+
+#[tokio::test]
+async fn the_witness_sees_each_prompt_before_it_is_stored() {
+    let data_home: std::sync::Arc<std::sync::Mutex<Option<PathBuf>>> = Default::default();
+    let home = std::sync::Arc::clone(&data_home);
+    // At the moment of each request, the message ids the mock has stored for the session.
+    let witness = WitnessServer::start_with(Answer::Witness, move |request| {
+        let home = home.lock().unwrap().clone().unwrap();
+        match read_session(&home, &request.target).unwrap() {
+            Some(state) => json!(state.message_ids()),
+            None => Value::Null,
+        }
+    });
+    let mock = start_witnessed(witness.url()).await;
+    *data_home.lock().unwrap() = Some(mock.data_home.clone());
+    let session = mock.create().await;
+    assert!(witness.requests().is_empty(), "creation delivers nothing");
+
+    let chosen =
+        rewind_mock_runtimes::opencode::new_id(rewind_mock_runtimes::opencode::IdKind::Message);
+    let first = mock.prompt(&session, Some(&chosen), "first").await;
+    let second = mock.prompt(&session, None, "second").await;
+    let ids = mock.message_ids(&session).await;
+    assert_eq!(ids.len(), 4);
+    assert_eq!(ids[0], chosen);
+    assert_eq!(first["info"]["parentID"], json!(chosen));
+
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 2, "one request per prompt");
+    assert_eq!(seen[0].request.runtime, "opencode");
+    assert_eq!(seen[0].request.target, session);
+    assert_eq!(seen[0].request.input, "first");
+    assert_eq!(
+        seen[0].request.before,
+        json!({ "sessionId": session, "messageId": chosen, "messageIds": [] })
+    );
+    assert_eq!(seen[0].hook, json!([]));
+    // A generated user message id is announced before it exists.
+    assert_eq!(second["info"]["parentID"], json!(ids[2]));
+    assert_eq!(
+        seen[1].request.before,
+        json!({ "sessionId": session, "messageId": ids[2], "messageIds": ids[..2] })
+    );
+    assert_eq!(
+        seen[1].hook,
+        json!(ids[..2]),
+        "not stored while the witness looked"
+    );
+
+    // After a revert, the messages the next prompt deletes are not effective any more.
+    let (status, _) = mock.revert(&session, &ids[2]).await;
+    assert_eq!(status, 200);
+    assert_eq!(witness.requests().len(), 2, "a revert delivers nothing");
+    let third = mock.prompt(&session, None, "instead").await;
+    let seen = witness.seen();
+    assert_eq!(seen.len(), 3);
+    let user3 = third["info"]["parentID"].as_str().unwrap();
+    assert_eq!(
+        seen[2].request.before,
+        json!({ "sessionId": session, "messageId": user3, "messageIds": ids[..2] })
+    );
+    assert_eq!(
+        seen[2].hook,
+        json!(ids),
+        "the revert was not cleaned up yet"
+    );
+    assert_eq!(
+        mock.message_ids(&session).await,
+        [
+            ids[0].as_str(),
+            ids[1].as_str(),
+            user3,
+            third["info"]["id"].as_str().unwrap()
+        ]
+    );
+
+    let numbers: Vec<Option<u64>> = prompt_calls(&mock).iter().map(|e| e.witness).collect();
+    assert_eq!(
+        numbers,
+        [
+            Some(FIRST_WITNESS),
+            Some(FIRST_WITNESS + 1),
+            Some(FIRST_WITNESS + 2)
+        ]
+    );
+    assert!(mock
+        .journal()
+        .iter()
+        .filter(|e| e.call != "POST /session/{id}/message")
+        .all(|e| e.witness.is_none()));
+}
+
+#[tokio::test]
+async fn a_failing_witness_fails_the_prompt_and_changes_nothing() {
+    let broken = WitnessServer::start_with(Answer::ServerError, |_| Value::Null);
+    for url in [unreachable_url(), broken.url().to_owned()] {
+        let mock = start_witnessed(&url).await;
+        let session = mock.create().await;
+        // Seed a conversation without the witness, then revert it: the failed prompt must
+        // neither store a message nor clean up the pending revert.
+        seed_sessions(
+            &mock.data_home,
+            &[SeedSession {
+                session_id: session.clone(),
+                messages: vec![
+                    SeedMessage {
+                        id: "msg_000000000001aaaaaaaaaaaaaa".into(),
+                        role: "user".into(),
+                        text: "one".into(),
+                    },
+                    SeedMessage {
+                        id: "msg_000000000002aaaaaaaaaaaaaa".into(),
+                        role: "assistant".into(),
+                        text: "reply".into(),
+                    },
+                ],
+            }],
+        )
+        .unwrap();
+        let (status, _) = mock
+            .revert(&session, "msg_000000000001aaaaaaaaaaaaaa")
+            .await;
+        assert_eq!(status, 200);
+        let before = read_session(&mock.data_home, &session).unwrap().unwrap();
+        let (status, body) = mock
+            .post(
+                &format!("/session/{session}/message"),
+                json!({ "parts": [{ "type": "text", "text": "lost" }] }),
+            )
+            .await;
+        assert_eq!(status, 500, "{body}");
+        assert_eq!(body["name"], "UnknownError");
+        let message = body["data"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("delivery witness failed: "),
+            "{message}"
+        );
+        assert_eq!(
+            read_session(&mock.data_home, &session).unwrap().unwrap(),
+            before
+        );
+        let call = prompt_calls(&mock).pop().unwrap();
+        assert_eq!(call.outcome, "error");
+        assert_eq!(call.witness, None);
+        assert!(call.detail.unwrap().contains("delivery witness failed: "));
+    }
+    assert_eq!(broken.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_faulted_prompt_never_reaches_the_witness_and_stores_nothing() {
+    let witness = WitnessServer::start();
+    let mut mock = start_witnessed(witness.url()).await;
+    let session = mock.create().await;
+    mock.prompt(&session, None, "first").await;
+    let ids = mock.message_ids(&session).await;
+    assert_eq!(witness.requests().len(), 1);
+    let body = json!({ "parts": [{ "type": "text", "text": "faulted" }] });
+    let path = format!("/session/{session}/message");
+
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Error, None)]);
+    let (status, answer) = mock.post(&path, body.clone()).await;
+    assert_eq!(status, 500);
+    assert_eq!(answer["name"], "UnknownError");
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Busy, None)]);
+    assert_eq!(mock.post(&path, body.clone()).await.0, 409);
+    mock.set_faults(vec![rule(&session, "message", FaultKind::NoEffect, None)]);
+    assert_eq!(mock.post(&path, body.clone()).await.0, 200);
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Hang, None)]);
+    let hung = mock
+        .http
+        .post(mock.url(&path))
+        .json(&body)
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(hung.unwrap_err().is_timeout());
+    assert_eq!(mock.message_ids(&session).await, ids);
+
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Crash, None)]);
+    assert!(mock
+        .http
+        .post(mock.url(&path))
+        .json(&body)
+        .send()
+        .await
+        .is_err());
+    let status = mock
+        .server
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the server exits");
+    assert_eq!(status.code(), Some(134));
+    assert_eq!(
+        read_session(&mock.data_home, &session)
+            .unwrap()
+            .unwrap()
+            .message_ids(),
+        ids.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+
+    assert_eq!(witness.requests().len(), 1, "no faulted call was witnessed");
+    let outcomes: Vec<(String, Option<u64>)> = prompt_calls(&mock)
+        .into_iter()
+        .map(|e| (e.outcome, e.witness))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("ok".to_owned(), Some(FIRST_WITNESS)),
+            ("fault:error".to_owned(), None),
+            ("fault:busy".to_owned(), None),
+            ("fault:no_effect".to_owned(), None),
+            ("fault:hang".to_owned(), None),
+            ("fault:crash".to_owned(), None),
+        ]
+    );
 }

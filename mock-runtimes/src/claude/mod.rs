@@ -26,10 +26,12 @@
 //!   A stdin line that is not JSON: `Error parsing streaming input line: <line>: <error>` on
 //!   stderr, exit 1.
 //! - stdout with stream-json: `system/init` (`session_id`, `cwd`, `model`, `permissionMode`,
-//!   `claude_code_version`, ...), then per stdin user message an `assistant` message (a canned
-//!   reply naming the prompt; no model is called) and a `result` line (`subtype: "success"`,
-//!   `is_error`, `session_id`, `num_turns`, `result`, `usage`, ...); `control_request`s get a
-//!   `control_response`; `keep_alive` and `control_response` lines are ignored.
+//!   `claude_code_version`, ...), then per stdin user message an `assistant` message (the reply
+//!   is [`crate::reply_to`] of the message's text, no model is called; an empty reply is an
+//!   assistant message with an empty text block and a `result` of `""`) and a `result` line
+//!   (`subtype: "success"`, `is_error`, `session_id`, `num_turns`, `result`, `usage`, ...);
+//!   `control_request`s get a `control_response`; `keep_alive` and `control_response` lines
+//!   are ignored.
 //! - Transcripts in `$CLAUDE_CONFIG_DIR` (default `$HOME/.claude`) `/projects/<slug>/<id>.jsonl`
 //!   (see [`project_slug`]): per prompt the `queue-operation` records, an `attachment` chain
 //!   entry, the `user` entry (a `uuid` given on the stdin message is kept), the `assistant`
@@ -48,6 +50,22 @@
 //!   `claude --continue`, `claude --session-id`, `claude --print`; `claude --version`, and
 //!   `claude` for a command line that does not parse), `target` the session addressed (the
 //!   resumed one, else the new one), request `{argv, cwd, stdin}` with every stdin message.
+//!
+//! # Delivery witness
+//! With [`crate::witness::WITNESS_ENV`] set in the process environment, every prompt of a run
+//! (a stream-json user message or the text prompt; any mode: new session, `--resume`,
+//! `--resume-session-at`, `--fork-session`) is announced to the witness after the command line,
+//! the fault plan, the session load and the stdin line were checked, and before anything is
+//! written: `target` the session addressed (for a fork's first prompt the source session; later
+//! prompts of a run go to the session the run writes), `input` the message text, `before`
+//! `{"sessionId", "fresh": true when the session has no conversation yet, "leafUuid": the chain
+//! entry the new turn attaches to (the user entry's parent, through the attachment entry the
+//! CLI puts in between; the `--resume-session-at` uuid when given; null when fresh), "chain":
+//! [user/assistant uuids of the live chain from the root to that leaf]}`. The first answer's
+//! number is journaled as the run's `witness` (more prompts in one run: all numbers in the
+//! detail). A failed witness call: `delivery witness failed: ...` on stderr, exit 1, the call
+//! journaled as `error`, that prompt not written. A run a fault rule matched never reaches the
+//! witness.
 //!
 //! # Inferred, not observed
 //! - RESTORE WITHOUT A PROMPT. A run with `--resume=<id> --resume-session-at=<uuid>` (no
@@ -76,8 +94,10 @@
 //! # Faults
 //! Read from [`crate::faults_path`] of the config dir on every run, matched by the session
 //! addressed (as `target`) and the call `resume-at` (a run with `--resume-session-at`),
-//! `rewind-files`, `resume` (`--resume`/`--continue`, forks included) or `new`. The run's
-//! journal entry gets the outcome `fault:<kind>`.
+//! `rewind-files`, `resume` (`--resume`/`--continue`, forks included) or `new` (a new session:
+//! `--session-id`, or none given). A prompt run is therefore faulted as `new`, `resume` or
+//! `resume-at`, by its mode; the fault strikes before stdin is read, so nothing of the run is
+//! written. The run's journal entry gets the outcome `fault:<kind>`.
 //! - `error`: the load-error form (`Failed to resume session: mock fault: injected error`;
 //!   for `new`, `API Error: 500 ...`), exit 1.
 //! - `hang`: nothing is printed for `hang_ms`, then the run goes on normally; without

@@ -15,6 +15,7 @@ use super::transcript::{
 };
 use crate::faults::{FaultKind, FaultPlan, FaultRule};
 use crate::journal::{Journal, JournalEntry};
+use crate::witness::{ask_blocking, witness_url, WitnessRequest};
 
 const RUNTIME: &str = "claude";
 
@@ -138,6 +139,10 @@ struct Run {
     no_writes: bool,
     fault: Option<FaultRule>,
     recorded: bool,
+    /// The delivery witness URL ([`crate::witness::WITNESS_ENV`]), when set.
+    witness_url: Option<String>,
+    /// The numbers the witness answered, one per prompt, in order.
+    witnesses: Vec<u64>,
 }
 
 impl Run {
@@ -175,6 +180,8 @@ impl Run {
             no_writes,
             fault: None,
             recorded: false,
+            witness_url: witness_url(),
+            witnesses: Vec::new(),
         }
     }
 
@@ -193,7 +200,14 @@ impl Run {
             entry = entry.target(target.clone());
         }
         entry.outcome = outcome.to_owned();
-        entry.detail = detail;
+        entry.detail = match (detail, self.witnesses.len()) {
+            (Some(detail), n) if n > 1 => Some(format!(
+                "{detail}; delivery witnesses {:?} (the first is journaled as `witness`)",
+                self.witnesses
+            )),
+            (detail, _) => detail,
+        };
+        entry.witness = self.witnesses.first().copied();
         self.journal.record(&entry);
     }
 
@@ -599,6 +613,26 @@ impl Run {
         let mut conversation = Conversation {
             ctx,
             path,
+            witness_target: loaded
+                .as_ref()
+                .map(|l| l.id.clone())
+                .unwrap_or_else(|| session.clone()),
+            chain: loaded
+                .as_ref()
+                .map(|l| {
+                    l.entries
+                        .iter()
+                        .filter(|e| {
+                            matches!(
+                                e.get("type").and_then(Value::as_str),
+                                Some("user") | Some("assistant")
+                            )
+                        })
+                        .filter_map(|e| e.get("uuid").and_then(Value::as_str))
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
             leaf: loaded
                 .as_ref()
                 .and_then(|l| l.entries.last())
@@ -771,6 +805,7 @@ impl Run {
         uuid: Option<String>,
     ) -> Result<(), Exit> {
         let prompt = content_text(&content);
+        self.witness(c, &prompt)?;
         let mut before = Vec::new();
         if let Some(inherited) = c.pending_fork.take() {
             before.push(c.ctx.mode_record());
@@ -796,12 +831,16 @@ impl Run {
                 "isReplay": true,
             }));
         }
-        let reply = canned_reply(&prompt);
+        let reply = crate::reply_to(&prompt);
         let assistant = uuid::Uuid::new_v4().to_string();
         let entry = c.ctx.assistant_entry(&assistant, Some(&user), &reply);
         let marker = c.ctx.last_prompt(&prompt, &assistant);
         self.persist(&c.path, &[entry.clone(), marker])?;
         c.leaf = Some(assistant.clone());
+        c.chain.push(user.clone());
+        c.chain.push(assistant.clone());
+        // Later prompts of the run go to the session this one wrote to (a fork's new one).
+        c.witness_target = c.ctx.session_id.clone();
         c.turns += 1;
         let result = self.result(&c.ctx.session_id, c.turns, &reply, true);
         if self.opts.output_format == "stream-json" {
@@ -817,6 +856,35 @@ impl Run {
             self.finish_output(&result, &reply);
         }
         Ok(())
+    }
+
+    /// Announces a prompt to the delivery witness, when one is configured and no fault rule
+    /// matched the run; a failed witness call fails the run before anything is written.
+    fn witness(&mut self, c: &Conversation, prompt: &str) -> Result<(), Exit> {
+        let Some(url) = self.witness_url.clone() else {
+            return Ok(());
+        };
+        if self.fault.is_some() {
+            return Ok(());
+        }
+        let request = WitnessRequest {
+            runtime: RUNTIME.to_owned(),
+            target: c.witness_target.clone(),
+            input: prompt.to_owned(),
+            before: json!({
+                "sessionId": c.witness_target,
+                "fresh": c.leaf.is_none(),
+                "leafUuid": c.leaf,
+                "chain": c.chain,
+            }),
+        };
+        match ask_blocking(&url, &request) {
+            Ok(answer) => {
+                self.witnesses.push(answer.witness);
+                Ok(())
+            }
+            Err(e) => Err(self.fail_stderr(&e.to_string())),
+        }
     }
 
     fn persist(&mut self, path: &Path, lines: &[Value]) -> Result<(), Exit> {
@@ -838,6 +906,11 @@ struct Conversation {
     path: PathBuf,
     /// The entry the next prompt chains from.
     leaf: Option<String>,
+    /// The user and assistant uuids of the live chain from the root to `leaf`.
+    chain: Vec<String>,
+    /// The session the delivery witness is told the next prompt goes to (for a fork's first
+    /// prompt: the source session).
+    witness_target: String,
     /// A fork's inherited chain, written with its first turn.
     pending_fork: Option<Vec<Value>>,
     turns: u32,
@@ -853,15 +926,6 @@ fn session_of_resume_value(value: &str) -> &str {
     } else {
         value
     }
-}
-
-/// The mock's answer to a prompt (no model is called).
-fn canned_reply(prompt: &str) -> String {
-    let mut quoted: String = prompt.chars().take(200).collect();
-    if quoted.len() < prompt.len() {
-        quoted.push('…');
-    }
-    format!("Mock reply to: {quoted}")
 }
 
 /// Writes one JSON line to stdout, flushed (a closed stdout is ignored).

@@ -24,7 +24,8 @@
 //! `thread/status/changed(active)`, `turn/started`, `item/started`+`item/completed` for the user
 //! message, `item/started`, `item/agentMessage/delta` per word, `item/completed`,
 //! `thread/tokenUsage/updated`, `thread/status/changed(idle)`, `turn/completed`; the agent's reply
-//! is canned: `Echo: <input>`, no model), `thread/read {threadId, includeTurns}`,
+//! is [`crate::reply_to`] of the text items joined with `\n`, no model; an empty reply completes
+//! the turn without any `agentMessage` item), `thread/read {threadId, includeTurns}`,
 //! `thread/rollback {threadId, numTurns}` (drops from the end, saturating at zero turns; records
 //! a `thread_rolled_back` history event), `thread/revert {threadId, beforeTurnId}` (drops that
 //! turn and every later one; `{thread (turns empty), turnsBackwardsCursor,
@@ -48,6 +49,14 @@
 //! first), and faults are read from `faults_path($CODEX_HOME)` on every call, matched by
 //! `threadId` and method name.
 //!
+//! # Delivery witness
+//! With [`crate::witness::WITNESS_ENV`] set in the process environment, every `turn/start` that
+//! passed its fault handling and validation (thread loaded here, no turn running) is announced
+//! to the witness before the turn is recorded: `target` the thread id, `input` the text, `before`
+//! `{"threadId", "turnIds": [the thread's turn ids, oldest first]}`. The answer's number is
+//! journaled as the call's `witness`. A failed witness call answers `-32603 "delivery witness
+//! failed: ..."`, journaled as `error`, and no turn is recorded.
+//!
 //! # Faults (on any request carrying a `threadId`)
 //! - `error`: `-32603` internal error (`failed to start rollback: injected fault`, `failed to
 //!   read thread: injected fault`, ...).
@@ -60,6 +69,12 @@
 //!   `thread/revert` and `turn/start` a similar refusal (wording inferred); `thread/read` and
 //!   `thread/resume` answer normally with the thread's status `active`.
 //! - `crash`: the call is journaled, then the process exits with status 134 without answering.
+//!
+//! On `turn/start` (the delivering call): `error` answers `-32603 "turn/start failed: injected
+//! fault"` and records no turn; `busy` refuses with `-32600 "Cannot start a turn while a turn is
+//! in progress."`; `hang`, `crash`, `no_effect` and `unknown_session` as above. A faulted call
+//! never reaches the delivery witness (with `hang_ms`, or `no_effect`, the turn is then run or
+//! acknowledged without one).
 //!
 //! # Left out, or inferred
 //! Left out: models, tools, approvals and server-to-client requests, sandboxing, the rollout
@@ -95,9 +110,9 @@ pub const VERSION_ENV: &str = "REWIND_MOCK_CODEX_VERSION";
 /// The environment variable delaying every turn's completion by this many milliseconds.
 pub const TURN_MS_ENV: &str = "REWIND_MOCK_CODEX_TURN_MS";
 
-/// The canned agent reply the mock gives to `input`.
+/// The agent reply the mock gives to `input`: [`crate::reply_to`].
 pub fn canned_reply(input: &str) -> String {
-    server::canned_reply(input)
+    crate::reply_to(input)
 }
 
 /// Runs the mock as a program: `codex app-server [--listen stdio://] [-c key=value]...`, or
@@ -202,5 +217,6 @@ pub fn main(args: Vec<String>) -> ExitCode {
         version,
         turn_ms,
         argv: std::env::args().collect(),
+        witness: crate::witness::witness_url(),
     })
 }

@@ -18,6 +18,7 @@ use super::state::{
 };
 use crate::faults::{FaultKind, FaultPlan, FaultRule};
 use crate::journal::{now_rfc3339, Journal, JournalEntry};
+use crate::witness::{ask_blocking, WitnessRequest};
 
 const RUNTIME: &str = "codex";
 const INVALID_REQUEST: i64 = -32600;
@@ -72,6 +73,8 @@ pub(super) struct Config {
     pub version: Version,
     pub turn_ms: u64,
     pub argv: Vec<String>,
+    /// The delivery witness URL ([`crate::witness::WITNESS_ENV`]), when set.
+    pub witness: Option<String>,
 }
 
 #[derive(Debug)]
@@ -194,6 +197,8 @@ struct Bend {
     no_effect: bool,
     /// Report the thread as running a turn.
     busy: bool,
+    /// A fault rule matched the call: it never reaches the delivery witness.
+    faulted: bool,
 }
 
 // ---- params (the real ones carry many more optional fields; unknown fields are ignored) ----
@@ -526,7 +531,7 @@ fn dispatch(shared: &Arc<Shared>, request: Request, call: &mut Call) -> Handled 
         };
         if let Some(rule) = rule {
             match apply_fault(shared, &rule, &method, &target, call) {
-                Effect::Bend(b) => bend = b,
+                Effect::Bend(b) => bend = Bend { faulted: true, ..b },
                 Effect::Answer(handled) => return handled,
             }
         }
@@ -538,7 +543,7 @@ fn dispatch(shared: &Arc<Shared>, request: Request, call: &mut Call) -> Handled 
         Request::ThreadRead(p) => thread_read(shared, &p, bend).into(),
         Request::ThreadRollback(p) => thread_rollback(shared, &p, bend).into(),
         Request::ThreadRevert(p) => thread_revert(shared, &p, bend),
-        Request::TurnStart(p) => turn_start(shared, p, bend),
+        Request::TurnStart(p) => turn_start(shared, p, bend, call),
     }
 }
 
@@ -721,7 +726,8 @@ fn turn_json(turn: &TurnRecord, running: bool, with_items: bool) -> Value {
     };
     let items = if with_items {
         let mut items = vec![user_item(turn)];
-        if status != TurnStatus::InProgress || !turn.output.is_empty() {
+        // A turn without a reply (running, or answered with nothing) has no agent message.
+        if !turn.output.is_empty() {
             items.push(agent_item(turn, &turn.output));
         }
         items
@@ -975,7 +981,7 @@ fn thread_revert(shared: &Arc<Shared>, p: &ThreadRevertParams, bend: Bend) -> Ha
     }
 }
 
-fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend) -> Handled {
+fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend, call: &mut Call) -> Handled {
     let result = (|| {
         let mut session = shared.session();
         let mut state = loaded_thread(shared, &session, &p.thread_id)?;
@@ -993,6 +999,19 @@ fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend) -> Handled {
             })
             .collect::<Vec<_>>()
             .join("\n");
+        // The delivery witness sees the thread as it is before this turn; a faulted call never
+        // reaches it, and a failed witness call changes nothing.
+        if let (Some(url), false) = (&shared.cfg.witness, bend.faulted) {
+            let request = WitnessRequest {
+                runtime: RUNTIME.to_owned(),
+                target: state.thread_id.clone(),
+                input: input.clone(),
+                before: json!({ "threadId": state.thread_id, "turnIds": state.turn_ids() }),
+            };
+            let answer =
+                ask_blocking(url, &request).map_err(|e| RpcError::internal(e.to_string()))?;
+            call.entry.witness = Some(answer.witness);
+        }
         let turn = TurnRecord {
             id: uuid::Uuid::now_v7().hyphenated().to_string(),
             input,
@@ -1035,11 +1054,6 @@ fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend) -> Handled {
 
 // ---- turns ----
 
-/// The canned agent reply: the input echoed back.
-pub(super) fn canned_reply(input: &str) -> String {
-    format!("Echo: {input}")
-}
-
 fn start_turn(shared: &Arc<Shared>, pending: PendingTurn) {
     let thread_id = pending.thread_id.clone();
     let turn = &pending.turn;
@@ -1077,16 +1091,19 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
         thread_id,
         mut turn,
     } = pending;
-    let reply = canned_reply(&turn.input);
-    shared.notify(
-        "item/started",
-        json!({
-            "item": agent_item(&turn, ""),
-            "threadId": thread_id,
-            "turnId": turn.id,
-            "startedAtMs": chrono::Utc::now().timestamp_millis(),
-        }),
-    );
+    let reply = crate::reply_to(&turn.input);
+    // An empty reply: the turn completes without an agent message item.
+    if !reply.is_empty() {
+        shared.notify(
+            "item/started",
+            json!({
+                "item": agent_item(&turn, ""),
+                "threadId": thread_id,
+                "turnId": turn.id,
+                "startedAtMs": chrono::Utc::now().timestamp_millis(),
+            }),
+        );
+    }
     let mut rest = reply.as_str();
     while !rest.is_empty() {
         let cut = rest
@@ -1102,15 +1119,17 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
         );
         rest = tail;
     }
-    shared.notify(
-        "item/completed",
-        json!({
-            "item": agent_item(&turn, &reply),
-            "threadId": thread_id,
-            "turnId": turn.id,
-            "completedAtMs": chrono::Utc::now().timestamp_millis(),
-        }),
-    );
+    if !reply.is_empty() {
+        shared.notify(
+            "item/completed",
+            json!({
+                "item": agent_item(&turn, &reply),
+                "threadId": thread_id,
+                "turnId": turn.id,
+                "completedAtMs": chrono::Utc::now().timestamp_millis(),
+            }),
+        );
+    }
     turn.output = reply.clone();
     turn.status = TurnStatus::Completed;
     turn.completed_at = Some(unix_now());

@@ -13,9 +13,10 @@
 //! - `GET /session/{id}/message` -> `[{info, parts}]` in creation order.
 //! - `POST /session/{id}/message {messageID?, parts, model?, agent?, noReply?}` -> the
 //!   assistant message `{info:{role:"assistant", parentID:<user message id>, finish:"stop",
-//!   ...}, parts:[step-start, text, step-finish]}` with a canned text (no model is called). A
-//!   pending revert is applied first: the reverted user message and everything after it are
-//!   deleted and `revert` is cleared.
+//!   ...}, parts:[step-start, text, step-finish]}` whose text is [`crate::reply_to`] of the
+//!   prompt's text parts joined with `\n` (no model is called; an empty reply has no `text`
+//!   part, only `step-start` and `step-finish`). A pending revert is applied first: the
+//!   reverted user message and everything after it are deleted and `revert` is cleared.
 //! - `POST /session/{id}/revert {messageID, partID?}` -> the session with `revert` set; nothing
 //!   is deleted yet (two-phase). An assistant message id anchors on its user message; an
 //!   unknown (well-formed) id answers 200 with the session unchanged. With snapshots on,
@@ -43,7 +44,21 @@
 //! ever; `no_effect` -> the normal success answer with nothing stored (revert/unrevert return
 //! the session unchanged, a prompt's reply is not kept, a created session is not stored);
 //! `unknown_session` -> the real 404; `busy` -> the 409 above; `crash` -> journal, then exit
-//! with status 134 without answering.
+//! with status 134 without answering. On the prompt route `message` (the delivering call),
+//! `error`, `busy`, `unknown_session`, `crash` and a `hang` without `hang_ms` store no message
+//! and leave a pending revert uncleaned.
+//!
+//! # Delivery witness
+//! With [`crate::witness::WITNESS_ENV`] set in the server process's environment, every `POST
+//! /session/{id}/message` that passed its fault handling and validation (payload, session
+//! found) is announced to the witness before anything is changed, under the state lock:
+//! `target` the session id, `input` the text parts joined with `\n`, `before` `{"sessionId",
+//! "messageId": the user message id this prompt creates (the body's `messageID`, else the one
+//! the server makes), "messageIds": [the session's message ids in order, without those the
+//! pending revert is about to delete]}`. The answer's number is journaled as the call's
+//! `witness`. A failed witness call answers 500 `UnknownError` `delivery witness failed: ...`,
+//! journaled as `error`, and nothing is stored (nor the revert cleaned up). A call a fault rule
+//! matched never reaches the witness.
 //!
 //! # What is left out or inferred
 //! No model, tools, permissions, files, events (`/event` SSE), sharing, forking, compaction,
@@ -61,7 +76,7 @@ mod state;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -269,7 +284,8 @@ pub fn main(args: Vec<String>) -> ExitCode {
         home,
         journal,
         directory: cwd.display().to_string(),
-        lock: Mutex::new(()),
+        lock: tokio::sync::Mutex::new(()),
+        witness: crate::witness::witness_url(),
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -2,7 +2,7 @@
 //! journal.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -18,6 +18,7 @@ use super::state::{self, Model, SessionState, StoredMessage};
 use super::RUNTIME;
 use crate::faults::{FaultKind, FaultPlan};
 use crate::journal::{Journal, JournalEntry};
+use crate::witness::{ask, WitnessRequest};
 
 /// Everything a request handler needs.
 pub(crate) struct App {
@@ -33,8 +34,11 @@ pub(crate) struct App {
     pub directory: String,
     /// The model replies are attributed to (`model` of the config, else `mock/mock-model`).
     pub model: Model,
-    /// Serialises read-modify-write of session files inside this process.
-    pub lock: Mutex<()>,
+    /// Serialises read-modify-write of session files inside this process (held across the
+    /// delivery witness call of a prompt, so the state the witness is told about stays true).
+    pub lock: tokio::sync::Mutex<()>,
+    /// The delivery witness URL ([`crate::witness::WITNESS_ENV`] of the server process).
+    pub witness: Option<String>,
 }
 
 type Shared = Arc<App>;
@@ -317,11 +321,6 @@ fn message_json(message: &StoredMessage) -> Value {
     json!({ "info": message.info, "parts": message.parts })
 }
 
-/// The canned reply: no model is called.
-fn reply_text(prompt: &str) -> String {
-    format!("Mock reply to: {prompt}")
-}
-
 /// What a call is, for the journal and the fault plan.
 struct Call {
     /// The route template, e.g. `POST /session/{id}/revert`.
@@ -334,6 +333,18 @@ struct Call {
     request: Value,
 }
 
+/// A call that passed the session id check and the fault plan.
+struct Admitted {
+    /// Its journal entry (outcome already set when a fault matched).
+    entry: JournalEntry,
+    /// `false` for a no-effect fault: answer as on success, persist nothing.
+    effect: bool,
+    /// The entry was already journaled (a hang that answers late).
+    journaled: bool,
+    /// A fault rule matched: the call never reaches the delivery witness.
+    faulted: bool,
+}
+
 /// Runs one call: journal, session id check, faults, then `op` under the state lock. `op`
 /// receives `effect = false` for a no-effect fault: it must answer as on success but persist
 /// nothing.
@@ -341,6 +352,35 @@ async fn serve_call<F>(app: Shared, call: Call, op: F) -> Response
 where
     F: FnOnce(&App, bool) -> Result<Value, ApiError> + Send,
 {
+    let route = call.route;
+    let admitted = match admit(&app, call).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    let Admitted {
+        mut entry,
+        effect,
+        journaled,
+        ..
+    } = admitted;
+    let result = {
+        let _guard = app.lock.lock().await;
+        op(&app, effect)
+    };
+    if route == "create" && entry.target.is_none() {
+        if let Ok(id) = result.as_ref().map(|v| v.get("id").and_then(Value::as_str)) {
+            entry.target = id.map(str::to_owned);
+        }
+    }
+    if journaled {
+        return respond(result);
+    }
+    finish(&app, entry, result)
+}
+
+/// The first half of every call: the journal entry, the session id check and the fault plan.
+/// `Err` is the whole answer (already journaled).
+async fn admit(app: &App, call: Call) -> Result<Admitted, Response> {
     let mut entry = JournalEntry::new(RUNTIME, call.template).request(call.request);
     if let Some(target) = &call.target {
         entry = entry.target(target.clone());
@@ -353,12 +393,12 @@ where
                 "Expected a string starting with \"ses\", got {}",
                 Value::String(target.clone())
             ));
-            return finish(&app, entry, Err(error));
+            return Err(finish(app, entry, Err(error)));
         }
     }
     let plan = match FaultPlan::load(&crate::faults_path(&app.home)) {
         Ok(plan) => plan,
-        Err(e) => return finish(&app, entry, Err(ApiError::unknown(e))),
+        Err(e) => return Err(finish(app, entry, Err(ApiError::unknown(e)))),
     };
     let target = call.target.as_deref().unwrap_or("*");
     let rule = plan
@@ -367,6 +407,7 @@ where
         .cloned();
     let mut effect = true;
     let mut journaled = false;
+    let faulted = rule.is_some();
     if let Some(rule) = rule {
         entry.outcome = rule.kind.outcome();
         match rule.kind {
@@ -393,31 +434,24 @@ where
                     "injected error: {} failed for {target}",
                     call.route
                 ));
-                return finish(&app, entry, Err(error));
+                return Err(finish(app, entry, Err(error)));
             }
             FaultKind::UnknownSession => {
-                return finish(&app, entry, Err(ApiError::session_not_found(target)));
+                return Err(finish(app, entry, Err(ApiError::session_not_found(target))));
             }
-            FaultKind::Busy => return finish(&app, entry, Err(ApiError::busy(target))),
+            FaultKind::Busy => return Err(finish(app, entry, Err(ApiError::busy(target)))),
             FaultKind::NoEffect => {
                 effect = false;
                 entry.detail = Some("injected no-effect: answered success, changed nothing".into());
             }
         }
     }
-    let result = {
-        let _guard = app.lock.lock().unwrap_or_else(|p| p.into_inner());
-        op(&app, effect)
-    };
-    if call.route == "create" && entry.target.is_none() {
-        if let Ok(id) = result.as_ref().map(|v| v.get("id").and_then(Value::as_str)) {
-            entry.target = id.map(str::to_owned);
-        }
-    }
-    if journaled {
-        return respond(result);
-    }
-    finish(&app, entry, result)
+    Ok(Admitted {
+        entry,
+        effect,
+        journaled,
+        faulted,
+    })
 }
 
 fn finish(app: &App, mut entry: JournalEntry, result: Result<Value, ApiError>) -> Response {
@@ -526,46 +560,145 @@ async fn prompt(
         target: Some(id.clone()),
         request: body.journal_value(),
     };
-    serve_call(app, call, move |app, effect| {
-        let map = body.object()?;
-        let message_id = id_field(&map, "messageID", IdKind::Message.prefix(), false)?;
-        let parts = prompt_parts(&map)?;
-        let model = prompt_model(&map, &app.model)?;
-        let agent = optional_string(&map, "agent")?.unwrap_or_else(|| "build".to_owned());
-        let no_reply = map.get("noReply").and_then(Value::as_bool) == Some(true);
-        let mut state = load_session(app, &id)?;
-        // A pending revert is applied first: the reverted messages are deleted for good.
-        state.cleanup_revert();
-        let user_id = message_id.unwrap_or_else(|| ids::ascending(IdKind::Message));
-        let user = state::user_message(&id, &user_id, parts, &model, &agent);
-        let prompt_text = user.text();
-        match state.messages.iter().position(|m| m.id() == user_id) {
-            Some(index) => state.messages[index] = user.clone(),
-            None => state.messages.push(user.clone()),
+    let Admitted {
+        mut entry,
+        effect,
+        journaled,
+        faulted,
+    } = match admit(&app, call).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    let result = {
+        let _guard = app.lock.lock().await;
+        match prepare_prompt(&app, &id, &body) {
+            Err(e) => Err(e),
+            Ok(prepared) => {
+                // The delivery witness sees the session as it is before this prompt; a
+                // faulted call never reaches it, and a failed witness call changes nothing.
+                let witnessed = match (&app.witness, faulted) {
+                    (Some(url), false) => {
+                        let request = prepared.witness_request(&id);
+                        match ask(url, &request).await {
+                            Ok(answer) => {
+                                entry.witness = Some(answer.witness);
+                                Ok(())
+                            }
+                            Err(e) => Err(ApiError::unknown(e.to_string())),
+                        }
+                    }
+                    _ => Ok(()),
+                };
+                witnessed.and_then(|()| apply_prompt(&app, &id, prepared, effect))
+            }
         }
-        let answer = if no_reply {
-            user
-        } else {
-            let snapshot = app.snapshots.then(ids::snapshot_hash);
-            let assistant = state::assistant_message(
-                &id,
-                &ids::ascending(IdKind::Message),
-                &user_id,
-                &reply_text(&prompt_text),
-                &model,
-                &app.directory,
-                snapshot.as_deref(),
-            );
-            state.messages.push(assistant.clone());
-            assistant
-        };
-        state.touch();
-        if effect {
-            save_session(app, &state)?;
+    };
+    if journaled {
+        return respond(result);
+    }
+    finish(&app, entry, result)
+}
+
+/// A validated prompt, not applied yet.
+struct PreparedPrompt {
+    state: SessionState,
+    user_id: String,
+    parts: Vec<Value>,
+    model: Model,
+    agent: String,
+    no_reply: bool,
+}
+
+impl PreparedPrompt {
+    /// What the delivery witness is told: the user message this prompt creates and the
+    /// messages that are effective before it (without those a pending revert cleans up).
+    fn witness_request(&self, session_id: &str) -> WitnessRequest {
+        let mut effective = self.state.clone();
+        effective.cleanup_revert();
+        let text = self
+            .parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n");
+        WitnessRequest {
+            runtime: RUNTIME.to_owned(),
+            target: session_id.to_owned(),
+            input: text,
+            before: json!({
+                "sessionId": session_id,
+                "messageId": self.user_id,
+                "messageIds": effective.message_ids(),
+            }),
         }
-        Ok(message_json(&answer))
+    }
+}
+
+/// Validates a prompt's body and loads its session; changes nothing.
+fn prepare_prompt(app: &App, id: &str, body: &Body) -> Result<PreparedPrompt, ApiError> {
+    let map = body.object()?;
+    let message_id = id_field(&map, "messageID", IdKind::Message.prefix(), false)?;
+    let parts = prompt_parts(&map)?;
+    let model = prompt_model(&map, &app.model)?;
+    let agent = optional_string(&map, "agent")?.unwrap_or_else(|| "build".to_owned());
+    let no_reply = map.get("noReply").and_then(Value::as_bool) == Some(true);
+    let state = load_session(app, id)?;
+    let user_id = message_id.unwrap_or_else(|| ids::ascending(IdKind::Message));
+    Ok(PreparedPrompt {
+        state,
+        user_id,
+        parts,
+        model,
+        agent,
+        no_reply,
     })
-    .await
+}
+
+/// Applies a prepared prompt: the pending revert's cleanup, the user message, the reply.
+fn apply_prompt(
+    app: &App,
+    id: &str,
+    prepared: PreparedPrompt,
+    effect: bool,
+) -> Result<Value, ApiError> {
+    let PreparedPrompt {
+        mut state,
+        user_id,
+        parts,
+        model,
+        agent,
+        no_reply,
+    } = prepared;
+    // A pending revert is applied first: the reverted messages are deleted for good.
+    state.cleanup_revert();
+    let user = state::user_message(id, &user_id, parts, &model, &agent);
+    let prompt_text = user.text();
+    match state.messages.iter().position(|m| m.id() == user_id) {
+        Some(index) => state.messages[index] = user.clone(),
+        None => state.messages.push(user.clone()),
+    }
+    let answer = if no_reply {
+        user
+    } else {
+        let snapshot = app.snapshots.then(ids::snapshot_hash);
+        let assistant = state::assistant_message(
+            id,
+            &ids::ascending(IdKind::Message),
+            &user_id,
+            &crate::reply_to(&prompt_text),
+            &model,
+            &app.directory,
+            snapshot.as_deref(),
+        );
+        state.messages.push(assistant.clone());
+        assistant
+    };
+    state.touch();
+    if effect {
+        save_session(app, &state)?;
+    }
+    Ok(message_json(&answer))
 }
 
 async fn revert(

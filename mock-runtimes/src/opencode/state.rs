@@ -201,8 +201,9 @@ pub fn user_text_message(session_id: &str, message_id: &str, text: &str) -> Stor
 }
 
 /// A finished assistant message answering `parent_id` with `text`: parts `step-start`, `text`,
-/// `step-finish`, as a one-step turn of the real runtime. `snapshot` is recorded on the step
-/// parts when snapshots are on.
+/// `step-finish`, as a one-step turn of the real runtime (an empty `text` makes no `text` part:
+/// only `step-start` and `step-finish`). `snapshot` is recorded on the step parts when
+/// snapshots are on.
 pub fn assistant_message(
     session_id: &str,
     message_id: &str,
@@ -258,7 +259,11 @@ pub fn assistant_message(
             "tokens": tokens,
             "finish": "stop",
         }),
-        parts: vec![step_start, text_part, step_finish],
+        parts: if text.is_empty() {
+            vec![step_start, step_finish]
+        } else {
+            vec![step_start, text_part, step_finish]
+        },
     }
 }
 
