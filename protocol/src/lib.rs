@@ -242,6 +242,11 @@ pub struct SendMessage {
     pub scope_id: String,
     /// The content.
     pub content: String,
+    /// The agents a channel message mentions (`agents.id`): in a channel, a human message
+    /// reaches only the agents it mentions. Ignored in a DM or a reply thread, where a human
+    /// message reaches every agent member. Empty when omitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<String>,
 }
 
 /// Where a sent message landed.
@@ -252,6 +257,64 @@ pub struct SentMessage {
     pub message_id: String,
     /// Its scope-local seq.
     pub seq: i64,
+}
+
+/// `POST /v1/sessions/{sessionId}/deliveries`: deliver a message to the agent runtimes it
+/// reaches, now, the way the implementation's daemon would, and wait until every delivery has
+/// finished (answered, or failed).
+///
+/// A visible human message reaches the agent members of its DM or reply thread, and in a
+/// channel the agent members it mentions ([`SendMessage::mentions`]). For each agent it
+/// reaches that has not been delivered the message yet, one after another in `agents.id`
+/// order: when the agent's runtime is rewind-capable, the implementation commits the
+/// `message_recovery_points` row of (message, agent) holding the runtime's state before this
+/// input, and only then hands the input to the runtime (a codex turn through `codex
+/// app-server`, a claude run of the CLI, an OpenCode prompt); the input text contains the
+/// message content verbatim. The runtime's answer, when it has text, is posted verbatim as a
+/// message of the agent in the same scope (with its `message.created`); an answer without
+/// text posts nothing. Nothing else is delivered: not a system message, not the rewind notice
+/// (section 8: it never wakes an agent), not a rewound message, not a message twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeliverRequest {
+    /// The message to deliver (`scope_messages.id`).
+    pub message_id: String,
+}
+
+/// What a delivery request did: one entry per agent the message was handed to (none when it
+/// reached no agent, or every one had been delivered it already).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeliveryReport {
+    /// The deliveries, in the order they were made.
+    pub deliveries: Vec<Delivery>,
+}
+
+/// One delivery of a message to one agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Delivery {
+    /// The agent (`agents.id`).
+    pub agent_id: String,
+    /// `delivered` (the runtime answered) or `failed` (the runtime failed, crashed, or did not
+    /// answer in time; nothing was posted).
+    pub outcome: DeliveryOutcome,
+    /// The agent message that carries the answer, when one was posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_message_id: Option<String>,
+    /// What went wrong, for a failed delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// How a delivery ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryOutcome {
+    /// The runtime took the input and answered.
+    Delivered,
+    /// The runtime failed the delivery.
+    Failed,
 }
 
 /// `POST /v1/sessions/{sessionId}/recovery-points/prune`: prune recovery points as the server's

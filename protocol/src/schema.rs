@@ -139,6 +139,8 @@ pub fn generated_components() -> Map<String, Value> {
         RewindResponse,
         SendMessage,
         SentMessage,
+        DeliverRequest,
+        DeliveryReport,
         PruneRequest,
         PrunedPoints,
         ReadStateAnswer,

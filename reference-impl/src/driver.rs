@@ -11,6 +11,7 @@ use rewind_driver_protocol as wire;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+use crate::delivery;
 use crate::messages::{Author, NewMessage};
 use crate::realtime::MemorySink;
 use crate::runtimes::{ClaudeSettings, CodexSettings, OpenCodeSettings, RuntimeSettings};
@@ -157,12 +158,18 @@ impl Session {
             wire::Actor::Agent(id) => Author::Agent(id.clone()),
             wire::Actor::System => Author::System,
         };
+        // The mentions live in the message's metadata, where a delivery reads them.
+        let metadata = if message.mentions.is_empty() {
+            serde_json::json!({})
+        } else {
+            serde_json::json!({ "mentions": message.mentions })
+        };
         let new = NewMessage {
             scope_id: message.scope_id.clone(),
             author,
             content: message.content.clone(),
             client_message_id: None,
-            metadata: serde_json::json!({}),
+            metadata,
             fanout: true,
         };
         match self.rewinder.post_message(&new).await {
@@ -172,6 +179,35 @@ impl Session {
             }),
             Ok(None) => Err(failure("internal", "the message was not written")),
             Err(e) => Err(failure("internal", e)),
+        }
+    }
+
+    /// Delivers a message to the agent runtimes it reaches, as the daemon would, and waits
+    /// for every delivery. A runtime failure is a `failed` delivery of the report; an unknown
+    /// message is a `bad_request`.
+    pub async fn deliver(
+        &self,
+        request: &wire::DeliverRequest,
+    ) -> Result<wire::DeliveryReport, DriverFailure> {
+        match self.rewinder.deliver(&request.message_id).await {
+            Ok(deliveries) => Ok(wire::DeliveryReport {
+                deliveries: deliveries
+                    .into_iter()
+                    .map(|d| wire::Delivery {
+                        agent_id: d.agent_id,
+                        outcome: match d.outcome {
+                            delivery::Outcome::Delivered => wire::DeliveryOutcome::Delivered,
+                            delivery::Outcome::Failed => wire::DeliveryOutcome::Failed,
+                        },
+                        reply_message_id: d.reply_message_id,
+                        detail: d.detail,
+                    })
+                    .collect(),
+            }),
+            Err(err @ delivery::DeliverError::UnknownMessage(_)) => {
+                Err(failure("bad_request", err))
+            }
+            Err(err) => Err(failure("internal", err)),
         }
     }
 

@@ -6,10 +6,12 @@
 //! [`guards`] (initiation constraints), [`lifecycle`] (the durable operation), [`apply`] (the
 //! one-transaction tombstone), [`recompute`] (summaries and read-state clamps) and [`realtime`]
 //! (post-commit invalidation and the rewind notice), joined by [`Rewinder`]. [`Variant`] picks
-//! the reading taken where the spec leaves a choice open.
+//! the reading taken where the spec leaves a choice open. [`delivery`] is the daemon's live
+//! delivery, which commits the recovery points a rewind later restores.
 
 pub mod apply;
 pub mod capabilities;
+pub mod delivery;
 pub mod driver;
 pub mod error;
 pub mod gc;

@@ -134,16 +134,26 @@ pub async fn post_in(
     .await
     .db("updating the scope summary")?;
     if message.fanout {
+        // Every other member; in a channel an agent only when the message mentions it (the
+        // agents a channel message reaches).
         sqlx::query(
             "INSERT INTO scope_fanout_outbox (scope_id, message_id, recipient_kind, recipient_id, status) \
-             SELECT $1, $2, member_kind, coalesce(user_id, agent_id), 'pending' \
-             FROM scope_memberships WHERE scope_id = $1 \
-             AND coalesce(user_id, agent_id) IS DISTINCT FROM coalesce($3, $4)",
+             SELECT $1, $2, sm.member_kind, coalesce(sm.user_id, sm.agent_id), 'pending' \
+             FROM scope_memberships sm JOIN scopes s ON s.id = sm.scope_id WHERE sm.scope_id = $1 \
+             AND coalesce(sm.user_id, sm.agent_id) IS DISTINCT FROM coalesce($3, $4) \
+             AND (sm.member_kind = 'human' OR s.kind <> 'channel' OR $5::jsonb ? sm.agent_id)",
         )
         .bind(&message.scope_id)
         .bind(&id)
         .bind(user)
         .bind(agent)
+        .bind(
+            message
+                .metadata
+                .get("mentions")
+                .cloned()
+                .unwrap_or_else(|| json!([])),
+        )
         .execute(&mut *tx)
         .await
         .db("queueing delivery")?;

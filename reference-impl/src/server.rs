@@ -91,6 +91,7 @@ pub fn app(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{session}", delete(detach))
         .route("/v1/sessions/{session}/rewind", post(rewind))
         .route("/v1/sessions/{session}/messages", post(send_message))
+        .route("/v1/sessions/{session}/deliveries", post(deliver))
         .route(
             "/v1/sessions/{session}/recovery-points/prune",
             post(prune_recovery_points),
@@ -167,6 +168,16 @@ async fn send_message(
     let message: wire::SendMessage = body(&bytes)?;
     let sent = session.send_message(&message).await.map_err(failed)?;
     Ok((StatusCode::CREATED, Json(sent)))
+}
+
+async fn deliver(
+    State(state): State<Arc<ServerState>>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Result<Json<wire::DeliveryReport>, ApiError> {
+    let session = state.session(&id)?;
+    let request: wire::DeliverRequest = body(&bytes)?;
+    session.deliver(&request).await.map(Json).map_err(failed)
 }
 
 async fn prune_recovery_points(
@@ -297,6 +308,21 @@ mod tests {
             "POST",
             "/v1/sessions/s-404/rewind",
             r#"{"actor":{"kind":"system"},"scopeId":"a","targetMessageId":"b"}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        contract()
+            .validate("DriverError", &body)
+            .expect("on schema");
+        assert_eq!(body["error"]["code"], "unknown_session");
+    }
+
+    #[tokio::test]
+    async fn deliveries_are_served_per_session() {
+        let (status, body) = call(
+            "POST",
+            "/v1/sessions/s-404/deliveries",
+            r#"{"messageId":"m-1"}"#,
         )
         .await;
         assert_eq!(status, StatusCode::NOT_FOUND);

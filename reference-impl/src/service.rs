@@ -5,6 +5,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use crate::apply::{apply_rewind, Applied};
+use crate::delivery;
 use crate::error::{DbContext, RewindError};
 use crate::lifecycle::{self, OperationStatus};
 use crate::messages::{self, NewMessage, Posted};
@@ -105,6 +106,22 @@ impl Rewinder {
             self.sink.publish(messages::created_event(message, posted));
         }
         Ok(posted)
+    }
+
+    /// Delivers message `message_id` to the agent runtimes it reaches, as a daemon would
+    /// (recovery point committed before each input; see [`delivery`]), publishing each
+    /// answer's `message.created`.
+    pub async fn deliver(
+        &self,
+        message_id: &str,
+    ) -> Result<Vec<delivery::Delivery>, delivery::DeliverError> {
+        let daemon = delivery::Daemon {
+            pool: &self.pool,
+            sink: self.sink.as_ref(),
+            runtimes: self.runtimes.as_deref(),
+            supported: self.supported.as_deref(),
+        };
+        delivery::deliver(&daemon, message_id).await
     }
 
     /// Runs the whole rewind in the spec's order (section 5): build the suffix, collect the

@@ -17,8 +17,9 @@ use rewind_driver_protocol::schema::Contract;
 use serde::de::DeserializeOwned;
 
 use super::{
-    AttachRequest, ConversationApi, PruneRequest, ReadState, RealtimeEvent, RewindRequest,
-    RewindResponse, SendMessage, SentMessage, SutError, SyncPage, SyncRequest, SystemUnderTest,
+    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState,
+    RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage,
+    SyncRequest, SystemUnderTest,
 };
 
 /// How much of an offending body a report quotes.
@@ -346,6 +347,11 @@ impl ConversationApi for HttpApi {
 
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {
         self.post("/messages", json_body(message), "SentMessage")
+            .await
+    }
+
+    async fn deliver(&self, request: &DeliverRequest) -> Result<DeliveryReport, SutError> {
+        self.post("/deliveries", json_body(request), "DeliveryReport")
             .await
     }
 

@@ -12,9 +12,10 @@ pub mod reference;
 
 use async_trait::async_trait;
 pub use rewind_driver_protocol::{
-    Actor, AttachRequest, DatabaseTarget, EventBatch, Limits, PruneRequest, PrunedPoints,
-    ReadState, ReadStateAnswer, RealtimeEvent, RewindRequest, RewindResponse, RuntimeEndpoints,
-    SendMessage, SentMessage, SyncPage, SyncRequest, SyncedMessage,
+    Actor, AttachRequest, DatabaseTarget, DeliverRequest, Delivery, DeliveryOutcome,
+    DeliveryReport, EventBatch, Limits, PruneRequest, PrunedPoints, ReadState, ReadStateAnswer,
+    RealtimeEvent, RewindRequest, RewindResponse, RuntimeEndpoints, SendMessage, SentMessage,
+    SyncPage, SyncRequest, SyncedMessage,
 };
 
 /// A failure of the harness/implementation plumbing, as opposed to a conformance outcome.
@@ -91,6 +92,11 @@ pub trait ConversationApi: Send + Sync {
 
     /// Appends a message in live mode (publishing its `message.created`).
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError>;
+
+    /// Delivers a message to the agent runtimes it reaches, as the implementation's daemon
+    /// would (recovery point first, then the runtime's turn, then the answer posted back), and
+    /// waits until every delivery has finished.
+    async fn deliver(&self, request: &DeliverRequest) -> Result<DeliveryReport, SutError>;
 
     /// Prunes recovery points as the server's GC would; returns the pruned point ids.
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError>;

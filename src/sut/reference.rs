@@ -13,8 +13,9 @@ use rewind_reference::driver::{ReferenceDriver, Session};
 use rewind_reference::Variant;
 
 use super::{
-    AttachRequest, ConversationApi, PruneRequest, ReadState, RealtimeEvent, RewindRequest,
-    RewindResponse, SendMessage, SentMessage, SutError, SyncPage, SyncRequest, SystemUnderTest,
+    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState,
+    RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage,
+    SyncRequest, SystemUnderTest,
 };
 
 const NAME: &str = "reference";
@@ -120,6 +121,10 @@ impl ConversationApi for ReferenceApi {
 
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {
         self.session.send_message(message).await.map_err(internal)
+    }
+
+    async fn deliver(&self, request: &DeliverRequest) -> Result<DeliveryReport, SutError> {
+        self.session.deliver(request).await.map_err(internal)
     }
 
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError> {

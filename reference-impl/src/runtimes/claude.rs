@@ -36,17 +36,23 @@
 //! - the program cannot be started: [`RestoreFailure::Unreachable`];
 //! - a success whose transcript does not end at the boundary (or is missing):
 //!   [`RestoreFailure::NotVerified`].
+//!
+//! Live delivery ([`deliver`]) runs the CLI once per input, with one stream-json user message on
+//! stdin: `--resume=<id>` when the agent's transcript has a live chain (the point is its current
+//! leaf), else `--session-id=<new uuid>` (the point is that session's zero boundary). Its run is
+//! judged by the same rules; the answer is the `result` line's text.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::{ClaudeSettings, RestoreFailure, Restored};
+use super::{ClaudeSettings, DeliveryError, PointToCommit, RestoreFailure, Restored};
 
 const RUNTIME: &str = "claude";
 
@@ -141,6 +147,233 @@ pub async fn restore(
             },
         })
     }
+}
+
+/// How a delivery addresses the agent's Claude session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SessionPlan {
+    /// The agent's session has a transcript with a live chain: `--resume=<id>`, and the
+    /// recovery point is the chain's current leaf.
+    Resume {
+        session_id: String,
+        boundary: String,
+    },
+    /// No usable session (none, a zero-boundary restore cleared it, or its transcript is gone
+    /// or holds no conversation): `--session-id=<new uuid>`, and the recovery point is the zero
+    /// boundary of that new session.
+    New { session_id: String },
+}
+
+impl SessionPlan {
+    fn session_id(&self) -> &str {
+        match self {
+            SessionPlan::Resume { session_id, .. } | SessionPlan::New { session_id } => session_id,
+        }
+    }
+
+    /// The `claude_session_resume_at` ref: `{sessionId, boundaryUuid}`, the boundary `null`
+    /// for a new session.
+    fn recovery_ref(&self) -> Value {
+        match self {
+            SessionPlan::Resume {
+                session_id,
+                boundary,
+            } => serde_json::json!({ "sessionId": session_id, "boundaryUuid": boundary }),
+            SessionPlan::New { session_id } => {
+                serde_json::json!({ "sessionId": session_id, "boundaryUuid": null })
+            }
+        }
+    }
+
+    /// The CLI arguments of the delivery run (never `--rewind-files`).
+    fn args(&self) -> Vec<String> {
+        let session = match self {
+            SessionPlan::Resume { session_id, .. } => format!("--resume={session_id}"),
+            SessionPlan::New { session_id } => format!("--session-id={session_id}"),
+        };
+        vec![
+            "--output-format=stream-json".to_owned(),
+            "--input-format=stream-json".to_owned(),
+            "--verbose".to_owned(),
+            session,
+        ]
+    }
+}
+
+/// The live chain's current leaf, the entry a new turn continues from (the newest
+/// `last-prompt.leafUuid`, else the newest chain entry); `None` for a transcript whose live
+/// chain holds no user or assistant message (the CLI cannot resume it).
+fn current_leaf(transcript: &str) -> Option<String> {
+    let chain = LiveChain::of(transcript);
+    if chain.messages.is_empty() {
+        None
+    } else {
+        chain.leaf
+    }
+}
+
+/// Plans the delivery's session from the agent's `session` pointer and its transcript.
+fn plan_session(
+    settings: &ClaudeSettings,
+    session: Option<&str>,
+) -> Result<SessionPlan, RestoreFailure> {
+    let fresh = || SessionPlan::New {
+        session_id: uuid::Uuid::new_v4().to_string(),
+    };
+    let Some(session_id) = session else {
+        return Ok(fresh());
+    };
+    let path = transcript_file(settings, session_id);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(fresh()),
+        Err(e) => {
+            return Err(RestoreFailure::Unreachable {
+                runtime: RUNTIME,
+                detail: format!("cannot read transcript {}: {e}", path.display()),
+            })
+        }
+    };
+    Ok(match current_leaf(&text) {
+        Some(boundary) => SessionPlan::Resume {
+            session_id: session_id.to_owned(),
+            boundary,
+        },
+        None => fresh(),
+    })
+}
+
+/// One stream-json user message carrying `text`.
+fn user_line(text: &str) -> String {
+    let mut line = serde_json::json!({
+        "type": "user",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }] },
+    })
+    .to_string();
+    line.push('\n');
+    line
+}
+
+/// The answer of a successful run: the last `result` line's `result` text, else the text of
+/// its assistant messages.
+fn answer_text(stdout: &[String]) -> String {
+    let lines: Vec<Value> = stdout
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let result = lines
+        .iter()
+        .rev()
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))
+        .and_then(|r| r.get("result"))
+        .and_then(Value::as_str);
+    if let Some(text) = result {
+        return text.to_owned();
+    }
+    lines
+        .iter()
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|v| v.pointer("/message/content"))
+        .flat_map(|content| match content {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        })
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Delivers `input` to the agent's Claude session `session` (`None`: a new one).
+///
+/// The session is planned first (the live chain's current leaf of an existing
+/// transcript, else a new session at the zero boundary); `commit` gets its
+/// `{sessionId, boundaryUuid}` ref (and the new session id); only after it returned `Ok` does
+/// the CLI run, as `claude --output-format=stream-json --input-format=stream-json --verbose`
+/// plus `--resume=<id>` or `--session-id=<new>`, in the agent's working directory with its
+/// environment, one stream-json user message on stdin, stdin then closed, bounded by
+/// `timeout`. The run is judged like a restore run (an error result, a non-zero exit, no
+/// result line fail it); the answer is the `result` line's text.
+pub async fn deliver<F, Fut>(
+    settings: &ClaudeSettings,
+    timeout: Duration,
+    session: Option<&str>,
+    input: &str,
+    commit: F,
+) -> Result<String, DeliveryError>
+where
+    F: FnOnce(PointToCommit) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let plan = plan_session(settings, session)?;
+    let point = PointToCommit {
+        recovery_ref: plan.recovery_ref(),
+        new_session: match &plan {
+            SessionPlan::New { session_id } => Some(session_id.clone()),
+            SessionPlan::Resume { .. } => None,
+        },
+    };
+    commit(point).await.map_err(DeliveryError::Commit)?;
+
+    let session_id = plan.session_id();
+    let action = match &plan {
+        SessionPlan::Resume { .. } => format!("delivering a prompt to session {session_id}"),
+        SessionPlan::New { .. } => format!("delivering a prompt to new session {session_id}"),
+    };
+    let mut command = Command::new(&settings.program);
+    command
+        .args(plan.args())
+        .current_dir(&settings.cwd)
+        .envs(settings.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|e| RestoreFailure::Unreachable {
+        runtime: RUNTIME,
+        detail: format!("cannot start {}: {e}", settings.program.display()),
+    })?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let line = user_line(input);
+    let finished = tokio::time::timeout(timeout, async {
+        let write = async {
+            if let Some(mut stdin) = stdin {
+                // A CLI that exits before reading its input is judged by its exit below.
+                let _ = stdin.write_all(line.as_bytes()).await;
+                let _ = stdin.flush().await;
+            }
+        };
+        let ((), lines, err) = tokio::join!(write, read_lines(stdout), read_all(stderr));
+        let status = child.wait().await;
+        (lines, err, status)
+    })
+    .await;
+    let (lines, stderr, status) = match finished {
+        Ok(done) => done,
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(RestoreFailure::Timeout {
+                runtime: RUNTIME,
+                action,
+                timeout_ms: timeout.as_millis(),
+            }
+            .into());
+        }
+    };
+    let status = status.map_err(|e| RestoreFailure::Crashed {
+        runtime: RUNTIME,
+        action: action.clone(),
+        detail: format!("cannot wait for the process: {e}"),
+    })?;
+    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;
+    Ok(answer_text(&lines))
 }
 
 /// The CLI arguments of a restore.
@@ -724,6 +957,230 @@ mod tests {
             kind_of(restore(&unreachable, timeout, session, a1).await),
             "unreachable"
         );
+    }
+
+    #[test]
+    fn a_delivery_resumes_at_the_live_leaf_or_starts_at_the_zero_boundary() {
+        let config = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let settings = ClaudeSettings {
+            program: PathBuf::from("claude"),
+            env: vec![(
+                "CLAUDE_CONFIG_DIR".to_owned(),
+                config.path().to_string_lossy().into_owned(),
+            )],
+            cwd: cwd.path().to_path_buf(),
+        };
+        let resolved = std::fs::canonicalize(cwd.path()).unwrap();
+        let dir = config.path().join("projects").join(project_slug(&resolved));
+        std::fs::create_dir_all(&dir).unwrap();
+        let session = "5e55a000-0000-4000-8000-000000000001";
+        let transcript = [
+            entry("user", "u1", None),
+            entry("assistant", "a1", Some("u1")),
+            entry("user", "u2", Some("a1")),
+            entry("assistant", "a2", Some("u2")),
+            marker("a2"),
+            // A restore moved the live leaf back.
+            marker("a1"),
+        ]
+        .join("\n");
+        std::fs::write(dir.join(format!("{session}.jsonl")), &transcript).unwrap();
+
+        let plan = plan_session(&settings, Some(session)).unwrap();
+        assert_eq!(
+            plan,
+            SessionPlan::Resume {
+                session_id: session.to_owned(),
+                boundary: "a1".to_owned()
+            }
+        );
+        assert_eq!(
+            plan.recovery_ref(),
+            serde_json::json!({"sessionId": session, "boundaryUuid": "a1"})
+        );
+        assert_eq!(
+            plan.args(),
+            [
+                "--output-format=stream-json",
+                "--input-format=stream-json",
+                "--verbose",
+                &format!("--resume={session}")
+            ]
+        );
+
+        // No session, a transcript that is gone, or one without a conversation: a new session.
+        let empty = "5e55a000-0000-4000-8000-000000000002";
+        std::fs::write(
+            dir.join(format!("{empty}.jsonl")),
+            r#"{"type":"queue-operation","operation":"enqueue"}"#,
+        )
+        .unwrap();
+        for pointer in [
+            None,
+            Some("5e55a000-0000-4000-8000-00000000dead"),
+            Some(empty),
+        ] {
+            let plan = plan_session(&settings, pointer).unwrap();
+            let SessionPlan::New { session_id } = &plan else {
+                panic!("{pointer:?}: {plan:?}")
+            };
+            assert!(uuid::Uuid::parse_str(session_id).is_ok());
+            assert_ne!(Some(session_id.as_str()), pointer);
+            assert_eq!(
+                plan.recovery_ref(),
+                serde_json::json!({"sessionId": session_id, "boundaryUuid": null})
+            );
+            assert_eq!(plan.args()[3], format!("--session-id={session_id}"));
+        }
+        for plan in [
+            plan_session(&settings, None).unwrap(),
+            plan_session(&settings, Some(session)).unwrap(),
+        ] {
+            assert!(!plan
+                .args()
+                .iter()
+                .any(|a| a.contains("rewind-files") || a.contains("fork")));
+        }
+    }
+
+    #[test]
+    fn the_input_is_one_stream_json_user_message_and_the_answer_the_result_text() {
+        let line = user_line("hello \"you\"\nthere");
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        assert_eq!(
+            serde_json::from_str::<Value>(&line).unwrap(),
+            serde_json::json!({
+                "type": "user",
+                "message": {"role": "user", "content": [{"type": "text", "text": "hello \"you\"\nthere"}]},
+            })
+        );
+        let init = r#"{"type":"system","subtype":"init","session_id":"s"}"#.to_owned();
+        let assistant = serde_json::json!({
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hm"},
+                {"type": "text", "text": "Mock reply to: hi"},
+            ]},
+        })
+        .to_string();
+        let result = |text: Option<&str>| {
+            let mut r =
+                serde_json::json!({"type": "result", "subtype": "success", "is_error": false});
+            if let Some(text) = text {
+                r["result"] = serde_json::json!(text);
+            }
+            r.to_string()
+        };
+        let run = |r: String| vec![init.clone(), assistant.clone(), r];
+        assert_eq!(answer_text(&run(result(Some("final")))), "final");
+        assert_eq!(answer_text(&run(result(Some("")))), "");
+        assert_eq!(answer_text(&run(result(None))), "Mock reply to: hi");
+    }
+
+    /// Deliveries against the mock CLI, when it is built: a new session at the zero boundary,
+    /// then a resume at the live leaf; a failed run fails after the point was committed.
+    #[tokio::test]
+    async fn delivers_against_the_cli() {
+        let Some(program) = mock_cli() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mock-claude is not built (build the workspace or set MOCK_CLAUDE)"
+            );
+            eprintln!("mock-claude is not built: skipping the process test");
+            return;
+        };
+        let config = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let settings = ClaudeSettings {
+            program,
+            env: vec![(
+                "CLAUDE_CONFIG_DIR".to_owned(),
+                config.path().to_string_lossy().into_owned(),
+            )],
+            cwd: cwd.path().to_path_buf(),
+        };
+        let timeout = Duration::from_secs(20);
+        let points = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = || crate::runtimes::test_support::recorder(&points);
+
+        let first = deliver(&settings, timeout, None, "first input", recorder())
+            .await
+            .unwrap();
+        assert!(first.contains("first input"), "{first}");
+        let session = points.lock().unwrap()[0]
+            .new_session
+            .clone()
+            .expect("a new session");
+        assert_eq!(
+            points.lock().unwrap()[0].recovery_ref,
+            serde_json::json!({"sessionId": session, "boundaryUuid": null})
+        );
+        let path = transcript_file(&settings, &session);
+        let leaf = current_leaf(&std::fs::read_to_string(&path).unwrap()).expect("a leaf");
+
+        let second = deliver(
+            &settings,
+            timeout,
+            Some(&session),
+            "second input",
+            recorder(),
+        )
+        .await
+        .unwrap();
+        assert!(second.contains("second input"), "{second}");
+        assert_eq!(
+            points.lock().unwrap()[1],
+            PointToCommit {
+                recovery_ref: serde_json::json!({"sessionId": session, "boundaryUuid": leaf}),
+                new_session: None,
+            }
+        );
+        // The second turn continues from the first one's leaf.
+        let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(chain.messages.len(), 4, "{:?}", chain.messages);
+        assert!(chain.messages.iter().any(|m| m.uuid == leaf));
+        // The point restores.
+        let restored = restore(&settings, timeout, &session, &leaf).await.unwrap();
+        assert!(
+            matches!(restored, Restored::Verified { .. }),
+            "{restored:?}"
+        );
+
+        // A failed run: the point was committed, the delivery fails.
+        let faults = config.path().join("mock").join("faults.json");
+        std::fs::create_dir_all(faults.parent().unwrap()).unwrap();
+        std::fs::write(
+            &faults,
+            serde_json::json!({"rules": [{"target": session, "call": "resume", "kind": "error"}]})
+                .to_string(),
+        )
+        .unwrap();
+        let err = deliver(
+            &settings,
+            timeout,
+            Some(&session),
+            "third input",
+            recorder(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "error"),
+            "{err:?}"
+        );
+        assert_eq!(points.lock().unwrap().len(), 3);
+
+        // A commit that fails runs no CLI.
+        std::fs::write(&faults, r#"{"rules": []}"#).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        let err = deliver(&settings, timeout, Some(&session), "fourth", |_| async {
+            Err("no database".to_owned())
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err, DeliveryError::Commit("no database".to_owned()));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
     }
 
     #[test]

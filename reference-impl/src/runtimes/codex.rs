@@ -30,7 +30,13 @@
 //! server-to-client requests are answered with a JSON-RPC error (the restore approves nothing).
 //! At the end the child's stdin is closed and the child awaited (killed when it does not exit in
 //! time, and at once after a timeout): no process outlives the restore.
+//!
+//! Live delivery ([`deliver`]) drives the same app-server: resume the agent's thread (or start a
+//! legacy-history one), hand `{threadId, turnCount}` to the commit callback, then `turn/start`
+//! and read the turn's notifications until its `turn/completed`, with the same failure classes.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,7 +47,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{CodexSettings, RestoreFailure, Restored};
+use super::{CodexSettings, DeliveryError, PointToCommit, RestoreFailure, Restored};
 use crate::capabilities::strategy;
 
 const RUNTIME: &str = "codex";
@@ -89,12 +95,8 @@ pub async fn restore(
     }
 }
 
-/// The conversation, once the app-server runs.
-async fn rollback(
-    server: &mut AppServer,
-    thread_id: &str,
-    turn_count: u64,
-) -> Result<Restored, RestoreFailure> {
+/// `initialize` (with `capabilities.experimentalApi: true`) and `initialized`.
+async fn initialize(server: &mut AppServer, thread_id: &str) -> Result<(), RestoreFailure> {
     server
         .call(
             "initialize",
@@ -110,7 +112,16 @@ async fn rollback(
             thread_id,
         )
         .await?;
-    server.notify("initialized").await?;
+    server.notify("initialized").await
+}
+
+/// The conversation, once the app-server runs.
+async fn rollback(
+    server: &mut AppServer,
+    thread_id: &str,
+    turn_count: u64,
+) -> Result<Restored, RestoreFailure> {
+    initialize(server, thread_id).await?;
 
     let resumed = server
         .call(
@@ -151,6 +162,287 @@ async fn rollback(
             after.join(", ")
         ),
     })
+}
+
+/// Delivers `input` as one turn of the agent's thread `thread_id` (`None`: a new thread).
+///
+/// One app-server per delivery: `initialize` + `initialized`, then `thread/resume {threadId}`
+/// (the recovery point's `turnCount` is the number of turns it answers with) or, without a
+/// thread, `thread/start {historyMode: "legacy"}` (`turnCount` 0; legacy history, because
+/// `thread/rollback`, the restore of this strategy, refuses paginated threads). `commit` gets
+/// `{threadId, turnCount}` (and the new thread id); only after it returned `Ok` is
+/// `turn/start {threadId, input: [{type: "text", text}]}` sent. The answer is the text of the
+/// turn's `agentMessage` items (`item/completed`), joined by blank lines, once `turn/completed`
+/// for that turn says `completed`; `failed` or `interrupted` fails the delivery. Opening the
+/// thread and running the turn are each bounded by `timeout`; the app-server is shut down at
+/// the end either way.
+pub async fn deliver<F, Fut>(
+    settings: &CodexSettings,
+    timeout: Duration,
+    thread_id: Option<&str>,
+    input: &str,
+    commit: F,
+) -> Result<String, DeliveryError>
+where
+    F: FnOnce(PointToCommit) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    if let Some(id) = thread_id {
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(RestoreFailure::BadRef {
+                strategy: strategy::CODEX_APP_SERVER_TURNS.to_owned(),
+                detail: format!("the agent's thread `{id}` is not a Codex thread id (a UUID)"),
+            }
+            .into());
+        }
+    }
+    let mut server = AppServer::spawn(settings)?;
+    let deadline = Instant::now() + timeout;
+    let opened = tokio::time::timeout_at(deadline, open_thread(&mut server, thread_id)).await;
+    let opened = match settle(&mut server, opened, timeout) {
+        Ok(opened) => opened,
+        Err(failure) => {
+            server.shut_down(exit_grace(deadline, &failure)).await;
+            return Err(failure.into());
+        }
+    };
+    let point = PointToCommit {
+        recovery_ref: turns_ref(&opened.thread_id, opened.turn_count),
+        new_session: opened.started.then(|| opened.thread_id.clone()),
+    };
+    if let Err(e) = commit(point).await {
+        server.shut_down(EXIT_GRACE).await;
+        return Err(DeliveryError::Commit(e));
+    }
+    let deadline = Instant::now() + timeout;
+    let answered =
+        tokio::time::timeout_at(deadline, run_turn(&mut server, &opened.thread_id, input)).await;
+    let answered = settle(&mut server, answered, timeout);
+    let grace = match &answered {
+        Ok(_) => deadline
+            .saturating_duration_since(Instant::now())
+            .min(EXIT_GRACE),
+        Err(failure) => exit_grace(deadline, failure),
+    };
+    server.shut_down(grace).await;
+    Ok(answered?)
+}
+
+/// The `codex_app_server_turns` ref: `{threadId, turnCount}`.
+pub fn turns_ref(thread_id: &str, turn_count: u64) -> Value {
+    json!({ "threadId": thread_id, "turnCount": turn_count })
+}
+
+/// A phase's result, with a time-out turned into [`RestoreFailure::Timeout`] naming the call in
+/// flight.
+fn settle<T>(
+    server: &mut AppServer,
+    outcome: Result<Result<T, RestoreFailure>, tokio::time::error::Elapsed>,
+    timeout: Duration,
+) -> Result<T, RestoreFailure> {
+    outcome.unwrap_or_else(|_| {
+        Err(RestoreFailure::Timeout {
+            runtime: RUNTIME,
+            action: server.action.clone(),
+            timeout_ms: timeout.as_millis(),
+        })
+    })
+}
+
+/// How long a failed app-server gets to exit: none after a time-out.
+fn exit_grace(deadline: Instant, failure: &RestoreFailure) -> Duration {
+    if matches!(failure, RestoreFailure::Timeout { .. }) {
+        Duration::ZERO
+    } else {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .min(EXIT_GRACE)
+    }
+}
+
+/// The agent's thread, opened for a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OpenedThread {
+    thread_id: String,
+    /// Its turns before the delivery.
+    turn_count: u64,
+    /// Whether the delivery started it.
+    started: bool,
+}
+
+/// Initializes, then resumes `thread_id` or starts a new legacy-history thread.
+async fn open_thread(
+    server: &mut AppServer,
+    thread_id: Option<&str>,
+) -> Result<OpenedThread, RestoreFailure> {
+    initialize(server, thread_id.unwrap_or("")).await?;
+    match thread_id {
+        Some(id) => {
+            let resumed = server
+                .call(
+                    "thread/resume",
+                    json!({ "threadId": id }),
+                    &format!("thread/resume {id}"),
+                    id,
+                )
+                .await?;
+            let turns = turn_ids(&resumed, "thread/resume")?;
+            Ok(OpenedThread {
+                thread_id: id.to_owned(),
+                turn_count: turns.len() as u64,
+                started: false,
+            })
+        }
+        None => {
+            let started = server
+                .call(
+                    "thread/start",
+                    json!({ "historyMode": "legacy" }),
+                    "thread/start",
+                    "",
+                )
+                .await?;
+            let id = started
+                .pointer("/thread/id")
+                .and_then(Value::as_str)
+                .filter(|id| uuid::Uuid::parse_str(id).is_ok())
+                .ok_or_else(|| RestoreFailure::Unreachable {
+                    runtime: RUNTIME,
+                    detail: format!(
+                        "thread/start answered without a thread id (a UUID): {}",
+                        clip(&started.to_string())
+                    ),
+                })?;
+            Ok(OpenedThread {
+                thread_id: id.to_owned(),
+                turn_count: 0,
+                started: true,
+            })
+        }
+    }
+}
+
+/// `turn/start`, then the turn's notifications until its `turn/completed`.
+async fn run_turn(
+    server: &mut AppServer,
+    thread_id: &str,
+    input: &str,
+) -> Result<String, RestoreFailure> {
+    let started = server
+        .call(
+            "turn/start",
+            json!({ "threadId": thread_id, "input": [{ "type": "text", "text": input }] }),
+            &format!("turn/start {thread_id}"),
+            thread_id,
+        )
+        .await?;
+    let turn_id = started
+        .pointer("/turn/id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!(
+                "turn/start answered without `turn.id`: {}",
+                clip(&started.to_string())
+            ),
+        })?
+        .to_owned();
+    server.action = format!("waiting for turn {turn_id} of thread {thread_id} to complete");
+    let mut turn = TurnAnswer::new(thread_id, &turn_id);
+    loop {
+        let notification = server.next_notification().await?;
+        if let Some(done) = turn.observe(&notification) {
+            return done;
+        }
+    }
+}
+
+/// What a turn has said so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TurnAnswer {
+    thread_id: String,
+    turn_id: String,
+    /// The texts of its completed `agentMessage` items, in order.
+    texts: Vec<String>,
+    /// The last `error` notification's message.
+    error: Option<String>,
+}
+
+impl TurnAnswer {
+    fn new(thread_id: &str, turn_id: &str) -> TurnAnswer {
+        TurnAnswer {
+            thread_id: thread_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            texts: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Whether `params` concern this turn (a field the notification leaves out matches).
+    fn concerns(&self, params: &Value, turn_id: Option<&Value>) -> bool {
+        let thread = params.get("threadId").and_then(Value::as_str);
+        let turn = turn_id.and_then(Value::as_str);
+        thread.is_none_or(|t| t == self.thread_id) && turn.is_none_or(|t| t == self.turn_id)
+    }
+
+    /// Takes one notification; `Some` once the turn completed: the answer, or why it failed.
+    fn observe(&mut self, notification: &Value) -> Option<Result<String, RestoreFailure>> {
+        let method = notification.get("method").and_then(Value::as_str)?;
+        let params = notification.get("params").unwrap_or(&Value::Null);
+        match method {
+            "item/completed" if self.concerns(params, params.get("turnId")) => {
+                let item = params.get("item")?;
+                if item.get("type").and_then(Value::as_str) == Some("agentMessage") {
+                    if let Some(text) = item.get("text").and_then(Value::as_str) {
+                        self.texts.push(text.to_owned());
+                    }
+                }
+                None
+            }
+            "error" if self.concerns(params, params.get("turnId")) => {
+                self.error = params
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                None
+            }
+            "turn/completed" if self.concerns(params, params.pointer("/turn/id")) => {
+                let turn = params.get("turn").unwrap_or(&Value::Null);
+                let status = turn.get("status").and_then(Value::as_str).unwrap_or("");
+                let action = format!("turn {} of thread {}", self.turn_id, self.thread_id);
+                Some(match status {
+                    "completed" => Ok(self
+                        .texts
+                        .iter()
+                        .filter(|t| !t.is_empty())
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("\n\n")),
+                    "failed" | "interrupted" => {
+                        let why = turn
+                            .pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                            .or_else(|| self.error.clone())
+                            .unwrap_or_else(|| "no error given".to_owned());
+                        Err(RestoreFailure::Refused {
+                            runtime: RUNTIME,
+                            action,
+                            message: format!("the turn ended `{status}`: {why}"),
+                        })
+                    }
+                    other => Err(RestoreFailure::Unreachable {
+                        runtime: RUNTIME,
+                        detail: format!(
+                            "turn/completed for {action} with status `{other}`: {}",
+                            clip(&params.to_string())
+                        ),
+                    }),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// How many turns to drop from a thread of `turns` turns to keep `turn_count`.
@@ -264,6 +556,8 @@ struct AppServer {
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_task: Option<JoinHandle<()>>,
     next_id: u64,
+    /// Notifications read while waiting for an answer, oldest first.
+    notifications: VecDeque<Value>,
     /// What the restore is doing (for timeout and crash reports).
     action: String,
 }
@@ -317,6 +611,7 @@ impl AppServer {
             stderr: tail,
             stderr_task: Some(stderr_task),
             next_id: 0,
+            notifications: VecDeque::new(),
             action: "starting the app-server".to_owned(),
         })
     }
@@ -342,7 +637,8 @@ impl AppServer {
         self.write(&json!({ "method": method })).await
     }
 
-    /// Sends a request and waits for its answer, skipping notifications.
+    /// Sends a request and waits for its answer. Notifications that arrive meanwhile are kept
+    /// (see [`AppServer::next_notification`]); server-to-client requests are refused.
     async fn call(
         &mut self,
         method: &str,
@@ -356,27 +652,7 @@ impl AppServer {
         self.write(&json!({ "id": id, "method": method, "params": params }))
             .await?;
         loop {
-            let line = match self.stdout.next_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) => return Err(self.crashed("closed its stdout").await),
-                Err(e) => return Err(self.crashed(&format!("broke its stdout ({e})")).await),
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let message: Value = match serde_json::from_str(&line) {
-                Ok(Value::Object(object)) => Value::Object(object),
-                _ => {
-                    return Err(RestoreFailure::Unreachable {
-                        runtime: RUNTIME,
-                        detail: format!(
-                            "`{}` broke the app-server protocol during {action}: {}",
-                            self.program,
-                            clip(&line)
-                        ),
-                    })
-                }
-            };
+            let (message, line) = self.read_message().await?;
             let has_method = message.get("method").is_some();
             match message.get("id") {
                 Some(answer_id) if !has_method && answer_id == &json!(id) => {
@@ -394,17 +670,65 @@ impl AppServer {
                     };
                     return Err(classify(rpc, action, thread_id));
                 }
-                Some(request_id) if has_method => {
-                    // A server-to-client request (an approval, ...): the restore grants nothing.
-                    let refusal = json!({
-                        "id": request_id,
-                        "error": { "code": -32601, "message": "not supported by the rewind restore client" },
-                    });
-                    self.write(&refusal).await?;
-                }
-                // Notifications and answers to other ids.
+                Some(request_id) if has_method => self.refuse(request_id.clone()).await?,
+                // A notification: kept for whoever waits for one.
+                None if has_method => self.notifications.push_back(message),
+                // Answers to other ids.
                 _ => {}
             }
+        }
+    }
+
+    /// The next notification (`{method, params}`), kept ones first; server-to-client requests
+    /// are refused and answers to other ids skipped on the way.
+    async fn next_notification(&mut self) -> Result<Value, RestoreFailure> {
+        if let Some(kept) = self.notifications.pop_front() {
+            return Ok(kept);
+        }
+        loop {
+            let (message, _) = self.read_message().await?;
+            let has_method = message.get("method").is_some();
+            match message.get("id") {
+                Some(request_id) if has_method => self.refuse(request_id.clone()).await?,
+                None if has_method => return Ok(message),
+                _ => {}
+            }
+        }
+    }
+
+    /// Answers a server-to-client request (an approval, ...) with an error: the client grants
+    /// nothing.
+    async fn refuse(&mut self, request_id: Value) -> Result<(), RestoreFailure> {
+        let refusal = json!({
+            "id": request_id,
+            "error": { "code": -32601, "message": "not supported by the rewind reference client" },
+        });
+        self.write(&refusal).await
+    }
+
+    /// Reads the next JSON object from stdout (and the line it came from).
+    async fn read_message(&mut self) -> Result<(Value, String), RestoreFailure> {
+        loop {
+            let line = match self.stdout.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return Err(self.crashed("closed its stdout").await),
+                Err(e) => return Err(self.crashed(&format!("broke its stdout ({e})")).await),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            return match serde_json::from_str(&line) {
+                Ok(Value::Object(object)) => Ok((Value::Object(object), line)),
+                _ => Err(RestoreFailure::Unreachable {
+                    runtime: RUNTIME,
+                    detail: format!(
+                        "`{}` broke the app-server protocol during {}: {}",
+                        self.program,
+                        self.action,
+                        clip(&line)
+                    ),
+                }),
+            };
         }
     }
 
@@ -833,6 +1157,340 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "unreachable", "{err}");
+    }
+
+    fn note(method: &str, params: Value) -> Value {
+        json!({ "method": method, "params": params })
+    }
+
+    fn agent_item(thread: &str, turn: &str, text: &str) -> Value {
+        note(
+            "item/completed",
+            json!({ "threadId": thread, "turnId": turn, "item": { "type": "agentMessage", "id": "i", "text": text } }),
+        )
+    }
+
+    fn completed(thread: &str, turn: &str, status: &str) -> Value {
+        note(
+            "turn/completed",
+            json!({ "threadId": thread, "turn": { "id": turn, "status": status, "items": [] } }),
+        )
+    }
+
+    #[test]
+    fn the_answer_is_the_turns_agent_messages() {
+        let mut turn = TurnAnswer::new(THREAD, "turn-2");
+        let user = note(
+            "item/completed",
+            json!({ "threadId": THREAD, "turnId": "turn-2", "item": { "type": "userMessage", "id": "u", "content": [] } }),
+        );
+        for n in [
+            user,
+            agent_item(THREAD, "turn-1", "an older turn"),
+            agent_item("other-thread", "turn-2", "another thread"),
+            agent_item(THREAD, "turn-2", "first"),
+            note("item/agentMessage/delta", json!({ "delta": "x" })),
+            agent_item(THREAD, "turn-2", "second"),
+            completed(THREAD, "turn-1", "completed"),
+        ] {
+            assert_eq!(turn.observe(&n), None, "{n}");
+        }
+        assert_eq!(
+            turn.observe(&completed(THREAD, "turn-2", "completed")),
+            Some(Ok("first\n\nsecond".to_owned()))
+        );
+
+        // A turn without an agent message answers with no text.
+        let mut silent = TurnAnswer::new(THREAD, "t");
+        assert_eq!(
+            silent.observe(&completed(THREAD, "t", "completed")),
+            Some(Ok(String::new()))
+        );
+
+        // A failed or interrupted turn fails the delivery, naming the error.
+        for status in ["failed", "interrupted"] {
+            let mut turn = TurnAnswer::new(THREAD, "t");
+            turn.observe(&note(
+                "error",
+                json!({ "threadId": THREAD, "turnId": "t", "error": { "message": "model overloaded" }, "willRetry": false }),
+            ));
+            let err = turn
+                .observe(&completed(THREAD, "t", status))
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(err.kind(), "error", "{err}");
+            assert!(err.to_string().contains(status), "{err}");
+            assert!(err.to_string().contains("model overloaded"), "{err}");
+        }
+        let mut odd = TurnAnswer::new(THREAD, "t");
+        let err = odd
+            .observe(&completed(THREAD, "t", "inProgress"))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.kind(), "unreachable", "{err}");
+        assert_eq!(
+            turns_ref(THREAD, 3),
+            json!({ "threadId": THREAD, "turnCount": 3 })
+        );
+    }
+
+    type Points = Arc<Mutex<Vec<PointToCommit>>>;
+
+    /// A commit callback that appends the point to the fake's `$LOG` too, so the log shows
+    /// where the commit happened relative to the lines the fake read.
+    fn logging_commit(
+        points: &Points,
+        log: &std::path::Path,
+    ) -> impl FnOnce(PointToCommit) -> std::future::Ready<Result<(), String>> {
+        let points = Arc::clone(points);
+        let log = log.to_path_buf();
+        move |point| {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap();
+            std::io::Write::write_all(
+                &mut file,
+                format!("{}\n", json!({ "commit": point.recovery_ref })).as_bytes(),
+            )
+            .unwrap();
+            points.lock().unwrap().push(point);
+            std::future::ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delivery_commits_the_point_before_the_turn_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let turn = r#"{"id":2,"result":{"turn":{"id":"turn-3","status":"inProgress","items":[]}}}"#;
+        let item = agent_item(THREAD, "turn-3", "Mock reply to: hello").to_string();
+        let done = completed(THREAD, "turn-3", "completed").to_string();
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{turn}'; echo '{item}'; echo '{done}'\n r\n"
+        );
+        let points = Points::default();
+        let answer = deliver(
+            &fake(&script, &log),
+            Duration::from_secs(10),
+            Some(THREAD),
+            "hello",
+            logging_commit(&points, &log),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer, "Mock reply to: hello");
+        let points = points.lock().unwrap().clone();
+        assert_eq!(
+            points,
+            [PointToCommit {
+                recovery_ref: json!({ "threadId": THREAD, "turnCount": 2 }),
+                new_session: None,
+            }]
+        );
+        let sent = sent(&log);
+        let steps: Vec<&str> = sent
+            .iter()
+            .map(|m| m["method"].as_str().unwrap_or("(commit)"))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                "initialize",
+                "initialized",
+                "thread/resume",
+                "(commit)",
+                "turn/start"
+            ]
+        );
+        assert_eq!(sent[2]["params"], json!({ "threadId": THREAD }));
+        assert_eq!(
+            sent[4]["params"],
+            json!({ "threadId": THREAD, "input": [{ "type": "text", "text": "hello" }] })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_first_delivery_starts_a_legacy_thread_at_zero_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let started = format!(r#"{{"id":1,"result":{}}}"#, thread(&[]));
+        let turn = r#"{"id":2,"result":{"turn":{"id":"turn-1","status":"inProgress","items":[]}}}"#;
+        let done = completed(THREAD, "turn-1", "completed").to_string();
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{started}'; echo '{{\"method\":\"thread/started\",\"params\":{{}}}}'\n r; echo '{turn}'; echo '{done}'\n r\n"
+        );
+        let points = Points::default();
+        let answer = deliver(
+            &fake(&script, &log),
+            Duration::from_secs(10),
+            None,
+            "hi [no reply]",
+            logging_commit(&points, &log),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer, "");
+        assert_eq!(
+            points.lock().unwrap().clone(),
+            [PointToCommit {
+                recovery_ref: json!({ "threadId": THREAD, "turnCount": 0 }),
+                new_session: Some(THREAD.to_owned()),
+            }]
+        );
+        let sent = sent(&log);
+        assert_eq!(sent[2]["method"], "thread/start");
+        assert_eq!(sent[2]["params"], json!({ "historyMode": "legacy" }));
+        assert!(sent[3].get("commit").is_some());
+        assert_eq!(sent[4]["method"], "turn/start");
+    }
+
+    #[tokio::test]
+    async fn delivery_failures_send_no_input_or_fail_after_the_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1"]));
+        // The commit fails: no turn is started.
+        let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r\n");
+        let err = deliver(
+            &fake(&script, &log),
+            Duration::from_secs(10),
+            Some(THREAD),
+            "hello",
+            |_| async { Err("database down".to_owned()) },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err, DeliveryError::Commit("database down".to_owned()));
+        assert!(sent(&log).iter().all(|m| m["method"] != "turn/start"));
+
+        // An unknown thread: nothing committed.
+        let _ = std::fs::remove_file(&log);
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{{\"id\":1,\"error\":{{\"code\":-32600,\"message\":\"no rollout found for thread id {THREAD}\"}}}}'\n r\n"
+        );
+        let points = Points::default();
+        let err = deliver(
+            &fake(&script, &log),
+            Duration::from_secs(10),
+            Some(THREAD),
+            "hello",
+            logging_commit(&points, &log),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "unknown_session"),
+            "{err:?}"
+        );
+        assert!(points.lock().unwrap().is_empty());
+
+        // The turn fails, and the app-server crashes mid-turn: both after the point.
+        let turn = r#"{"id":2,"result":{"turn":{"id":"turn-2","status":"inProgress","items":[]}}}"#;
+        let failed = completed(THREAD, "turn-2", "failed").to_string();
+        for (tail, kind) in [
+            (format!("echo '{turn}'; echo '{failed}'\n r"), "error"),
+            (format!("echo '{turn}'; echo boom >&2; exit 134"), "crash"),
+            (format!("echo '{turn}'; exec sleep 30"), "timeout"),
+        ] {
+            let _ = std::fs::remove_file(&log);
+            let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r; {tail}\n");
+            let points = Points::default();
+            let err = deliver(
+                &fake(&script, &log),
+                Duration::from_millis(1500),
+                Some(THREAD),
+                "hello",
+                logging_commit(&points, &log),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(&err, DeliveryError::Runtime(f) if f.kind() == kind),
+                "{kind}: {err:?}"
+            );
+            assert_eq!(points.lock().unwrap().len(), 1, "{kind}");
+        }
+
+        // A stored thread id that is not a UUID starts nothing.
+        let err = deliver(
+            &fake("echo started > \"$LOG\"", &dir.path().join("none")),
+            Duration::from_secs(10),
+            Some("thr_1"),
+            "hello",
+            |_| async { Ok(()) },
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "bad_ref"),
+            "{err:?}"
+        );
+        assert!(!dir.path().join("none").exists());
+    }
+
+    /// Two deliveries against the mock app-server, when it is built: a new legacy thread at
+    /// zero turns, then the same thread resumed at one turn; each answer quotes the input.
+    #[tokio::test]
+    async fn delivers_against_the_mock_app_server() {
+        let Some(program) = crate::runtimes::test_support::mock_or_skip("mock-codex", "MOCK_CODEX")
+        else {
+            return;
+        };
+        let home = tempfile::tempdir().unwrap();
+        let settings = CodexSettings {
+            program,
+            args: vec!["app-server".to_owned()],
+            env: vec![(
+                "CODEX_HOME".to_owned(),
+                home.path().to_string_lossy().into_owned(),
+            )],
+        };
+        let points = Points::default();
+        let first = deliver(
+            &settings,
+            Duration::from_secs(20),
+            None,
+            "first input",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert!(first.contains("first input"), "{first}");
+        let thread = {
+            let points = points.lock().unwrap();
+            assert_eq!(points[0].recovery_ref["turnCount"], 0);
+            points[0].new_session.clone().expect("a new thread")
+        };
+        assert_eq!(points.lock().unwrap()[0].recovery_ref["threadId"], thread);
+        let second = deliver(
+            &settings,
+            Duration::from_secs(20),
+            Some(&thread),
+            "second input",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert!(second.contains("second input"), "{second}");
+        let points = points.lock().unwrap().clone();
+        assert_eq!(
+            points[1],
+            PointToCommit {
+                recovery_ref: turns_ref(&thread, 1),
+                new_session: None,
+            }
+        );
+        // The thread the delivery started can be restored by this strategy's rollback.
+        let restored = restore(&settings, Duration::from_secs(20), &thread, 1)
+            .await
+            .unwrap();
+        assert!(
+            matches!(restored, Restored::Verified { .. }),
+            "{restored:?}"
+        );
     }
 
     #[tokio::test]

@@ -2,15 +2,22 @@
 //! recovery point through the runtime's own mechanism, then verified through the runtime's own
 //! read-back. The reference acts as the daemon here: it spawns `codex app-server`, runs the
 //! `claude` CLI, and calls the OpenCode server, exactly as a daemon would.
+//!
+//! Live delivery ([`deliver`]) is the daemon's other half: it establishes the agent's native
+//! session and reads the runtime's CURRENT state, hands the recovery ref of that state to a
+//! callback that commits the recovery point (spec 5: "the daemon writes a recovery point before
+//! it may deliver"), and only after the callback returned `Ok` sends the input and collects the
+//! answer.
 
 pub mod claude;
 pub mod codex;
 pub mod opencode;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::capabilities::strategy;
+use crate::capabilities::{runtime, strategy};
 use crate::recovery::RestoreTarget;
 
 /// How to start a Codex app-server.
@@ -238,6 +245,77 @@ pub async fn restore(
     }
 }
 
+/// What a delivery found before its input: the recovery point to commit first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PointToCommit {
+    /// The strategy's restore ref of the runtime's state right before the input.
+    pub recovery_ref: serde_json::Value,
+    /// The native session (thread) the delivery created for the agent, which
+    /// `agents.runtime_session_id` must name from now on; `None` when it reused the agent's.
+    pub new_session: Option<String>,
+}
+
+/// Why a delivery did not end with an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// The runtime failed (an error answer, a crash, a time-out, a broken protocol, a failed
+    /// turn), before or after it got the input.
+    #[error(transparent)]
+    Runtime(RestoreFailure),
+    /// The commit callback failed: the input was never sent.
+    #[error("the recovery point could not be committed, so the input was not sent: {0}")]
+    Commit(String),
+}
+
+impl From<RestoreFailure> for DeliveryError {
+    fn from(failure: RestoreFailure) -> Self {
+        DeliveryError::Runtime(failure)
+    }
+}
+
+/// Whether the reference has a delivery client for runtime `runtime_id` (every rewind-capable
+/// runtime, builtin through OpenCode).
+pub fn delivers_to(runtime_id: &str) -> bool {
+    matches!(
+        runtime_id,
+        runtime::CODEX | runtime::CLAUDE | runtime::OPENCODE | runtime::BUILTIN
+    )
+}
+
+/// Delivers `input` to the agent's runtime `runtime_id`, whose native session or thread is
+/// `session` (`agents.runtime_session_id`; `None` starts a new one).
+///
+/// The runtime's session is established and its current state read first; `commit` gets the
+/// recovery point of that state and must make it durable; only after it returned `Ok` is the
+/// input sent. Returns the answer text (empty when the runtime answered without text).
+pub async fn deliver<F, Fut>(
+    settings: &RuntimeSettings,
+    runtime_id: &str,
+    session: Option<&str>,
+    input: &str,
+    commit: F,
+) -> Result<String, DeliveryError>
+where
+    F: FnOnce(PointToCommit) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    match runtime_id {
+        runtime::CODEX => {
+            codex::deliver(&settings.codex, settings.timeout, session, input, commit).await
+        }
+        runtime::CLAUDE => {
+            claude::deliver(&settings.claude, settings.timeout, session, input, commit).await
+        }
+        runtime::OPENCODE | runtime::BUILTIN => {
+            opencode::deliver(&settings.opencode, settings.timeout, session, input, commit).await
+        }
+        other => Err(DeliveryError::Runtime(RestoreFailure::Unreachable {
+            runtime: "unsupported",
+            detail: format!("the reference has no delivery client for runtime `{other}`"),
+        })),
+    }
+}
+
 /// Whether [`restore`] has an implementation for `strategy_name`.
 pub fn implements(strategy_name: &str) -> bool {
     matches!(
@@ -248,10 +326,87 @@ pub fn implements(strategy_name: &str) -> bool {
     )
 }
 
+/// Test helpers shared by the runtime modules.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::PathBuf;
+
+    /// The mock runtime program `name` of the workspace (`$<env>`, else the binary next to the
+    /// test's directory), when it was built (`cargo build -p rewind-mock-runtimes`).
+    pub(crate) fn mock_program(name: &str, env: &str) -> Option<PathBuf> {
+        if let Some(path) = std::env::var_os(env) {
+            return Some(PathBuf::from(path));
+        }
+        let exe = std::env::current_exe().ok()?;
+        let candidate = exe.parent()?.parent()?.join(name);
+        candidate.is_file().then_some(candidate)
+    }
+
+    /// [`mock_program`], or `None` after saying why the test is skipped (never under CI).
+    pub(crate) fn mock_or_skip(name: &str, env: &str) -> Option<PathBuf> {
+        let found = mock_program(name, env);
+        if found.is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{name} is not built (build the workspace or set {env})"
+            );
+            eprintln!("{name} is not built: skipping the process test");
+        }
+        found
+    }
+
+    /// A commit callback that records every point it is given, in order, in `log`.
+    pub(crate) fn recorder(
+        log: &std::sync::Arc<std::sync::Mutex<Vec<super::PointToCommit>>>,
+    ) -> impl FnOnce(super::PointToCommit) -> std::future::Ready<Result<(), String>> {
+        let log = std::sync::Arc::clone(log);
+        move |point| {
+            log.lock().unwrap().push(point);
+            std::future::ready(Ok(()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::capabilities::CAPABILITIES;
+
+    /// Every rewind-capable runtime can be delivered to, and nothing else.
+    #[test]
+    fn every_capable_runtime_has_a_delivery_client() {
+        for capability in CAPABILITIES {
+            assert!(delivers_to(capability.runtime), "{}", capability.runtime);
+        }
+        assert!(!delivers_to("gemini"));
+        assert!(!delivers_to(strategy::OPENCODE_SESSION_REVERT));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_runtime_fails_before_anything_is_committed() {
+        let settings = RuntimeSettings {
+            codex: CodexSettings {
+                program: PathBuf::from("/nonexistent/codex"),
+                args: vec![],
+                env: Vec::new(),
+            },
+            claude: ClaudeSettings {
+                program: PathBuf::from("/nonexistent/claude"),
+                env: Vec::new(),
+                cwd: PathBuf::from("."),
+            },
+            opencode: OpenCodeSettings {
+                base_url: "http://127.0.0.1:9".into(),
+            },
+            timeout: Duration::from_secs(1),
+        };
+        let err = deliver(&settings, "gemini", None, "hi", |_| async {
+            panic!("nothing may be committed for a runtime without a client")
+        })
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("no delivery client"), "{err}");
+    }
 
     /// A runtime may be marked rewind-capable only with a restore strategy that this module
     /// implements: adding a runtime to the capability map without one fails here.

@@ -12,13 +12,18 @@
 //! or the older 400 `UnknownError` "Session <id> is busy" -> busy; any other error answer ->
 //! refused with the server's `data.message`; connection refused -> unreachable; connection
 //! reset or closed before the answer -> crashed; no answer in time -> timeout.
+//!
+//! Live delivery ([`deliver`]) prompts the agent's session (made with `POST /session` when it has
+//! none) with a user message id chosen up front ([`next_message_id`]), so that the recovery
+//! point committed before the prompt names exactly the message the prompt creates.
 
+use std::future::Future;
 use std::time::Duration;
 
 use reqwest::{Client, Method, Url};
 use serde_json::{json, Value};
 
-use super::{OpenCodeSettings, RestoreFailure, Restored};
+use super::{DeliveryError, OpenCodeSettings, PointToCommit, RestoreFailure, Restored};
 use crate::capabilities::strategy;
 
 const RUNTIME: &str = "opencode";
@@ -43,6 +48,29 @@ pub async fn restore(
         )
         .await?;
     check_context_only(&config)?;
+
+    // A point whose prompt never reached the session (the delivery failed after the point was
+    // committed): nothing at or after it exists, so the session already is where the point
+    // says; reverting to an id the session does not hold would change nothing anyway.
+    let before = api
+        .call(
+            Method::GET,
+            &["session", session_id, "message"],
+            None,
+            Some(session_id),
+            "listing the session's messages (GET /session/{id}/message)",
+        )
+        .await?;
+    let held = message_ids(&before)?;
+    if held.iter().all(|id| id.as_str() < message_id) {
+        return Ok(Restored::Verified {
+            detail: format!(
+                "session {session_id}: no message at or after {message_id} ({} listed); the \
+                 prompt it guards never reached the session, nothing to revert",
+                held.len()
+            ),
+        });
+    }
 
     let revert_action = format!("reverting session {session_id} to before message {message_id}");
     api.call(
@@ -81,6 +109,230 @@ pub async fn restore(
              {pending} from the revert point on are deleted by the next prompt"
         ),
     })
+}
+
+/// Delivers `input` as one prompt of the agent's OpenCode session `session` (`None`: a new
+/// one, made with `POST /session {}`).
+///
+/// The user message id is chosen up front ([`next_message_id`]: after every message of the
+/// session, listed with `GET /session/{id}/message`), so the recovery point names the exact
+/// message the prompt creates; `commit` gets `{sessionId, messageId}` (and the new session id);
+/// only after it returned `Ok` is `POST /session/{id}/message {messageID, parts: [{type:
+/// "text", text}]}` sent. The answer is the text parts of the assistant message it returns,
+/// joined by newlines; an assistant message with an `error` fails the delivery. Every call is
+/// bounded by `timeout`.
+pub async fn deliver<F, Fut>(
+    settings: &OpenCodeSettings,
+    timeout: Duration,
+    session: Option<&str>,
+    input: &str,
+    commit: F,
+) -> Result<String, DeliveryError>
+where
+    F: FnOnce(PointToCommit) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    if let Some(id) = session {
+        if !id.starts_with("ses") {
+            return Err(RestoreFailure::BadRef {
+                strategy: strategy::OPENCODE_SESSION_REVERT.to_owned(),
+                detail: format!(
+                    "the agent's session `{id}` is not an OpenCode session id (`ses...`)"
+                ),
+            }
+            .into());
+        }
+    }
+    let api = Api::new(settings, timeout)?;
+    let (session_id, created) = match session {
+        Some(id) => (id.to_owned(), false),
+        None => {
+            let made = api
+                .call(
+                    Method::POST,
+                    &["session"],
+                    Some(json!({})),
+                    None,
+                    "creating a session (POST /session)",
+                )
+                .await?;
+            let id = made
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| id.starts_with("ses"))
+                .ok_or_else(|| RestoreFailure::Unreachable {
+                    runtime: RUNTIME,
+                    detail: format!(
+                        "POST /session answered without a session id: {}",
+                        excerpt(&made.to_string())
+                    ),
+                })?;
+            (id.to_owned(), true)
+        }
+    };
+    let existing = if created {
+        Vec::new()
+    } else {
+        let listed = api
+            .call(
+                Method::GET,
+                &["session", &session_id, "message"],
+                None,
+                Some(&session_id),
+                "listing the session's messages (GET /session/{id}/message)",
+            )
+            .await?;
+        message_ids(&listed)?
+    };
+    let message_id = next_message_id(
+        existing.iter().map(String::as_str),
+        chrono::Utc::now().timestamp_millis(),
+    );
+    let point = PointToCommit {
+        recovery_ref: json!({ "sessionId": session_id, "messageId": message_id }),
+        new_session: created.then(|| session_id.clone()),
+    };
+    commit(point).await.map_err(DeliveryError::Commit)?;
+    let answer = api
+        .call(
+            Method::POST,
+            &["session", &session_id, "message"],
+            Some(json!({
+                "messageID": message_id,
+                "parts": [{ "type": "text", "text": input }],
+            })),
+            Some(&session_id),
+            &format!("prompting session {session_id} with message {message_id}"),
+        )
+        .await?;
+    Ok(prompt_answer(&answer, &message_id)?)
+}
+
+/// The ids of a `GET /session/{id}/message` answer.
+fn message_ids(listed: &Value) -> Result<Vec<String>, RestoreFailure> {
+    let Some(list) = listed.as_array() else {
+        return Err(RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!(
+                "GET /session/{{id}}/message answered a non-array: {}",
+                excerpt(&listed.to_string())
+            ),
+        });
+    };
+    Ok(list
+        .iter()
+        .filter_map(|m| m.pointer("/info/id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The characters of OpenCode's random id suffix, in ascending byte order.
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+fn random_base62(len: usize) -> String {
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        for byte in uuid::Uuid::new_v4().into_bytes() {
+            // 248 = 62 * 4: rejection sampling keeps the characters uniform.
+            if byte < 248 && out.len() < len {
+                out.push(BASE62[(byte % 62) as usize] as char);
+            }
+        }
+    }
+    out
+}
+
+/// `head` (base62 characters) plus one, same length; `None` when it overflows or is not base62.
+fn increment_base62(head: &str) -> Option<String> {
+    let mut digits: Vec<usize> = head
+        .bytes()
+        .map(|b| BASE62.iter().position(|c| *c == b))
+        .collect::<Option<_>>()?;
+    for digit in digits.iter_mut().rev() {
+        if *digit + 1 < BASE62.len() {
+            *digit += 1;
+            return Some(digits.iter().map(|d| BASE62[*d] as char).collect());
+        }
+        *digit = 0;
+    }
+    None
+}
+
+/// A user message id for a prompt sent at `now_ms` that sorts after every id in `existing`.
+///
+/// OpenCode ids are `msg_` and 26 characters: 12 hex digits of the low 48 bits of
+/// `milliseconds << 12 | counter`, then 14 random base62 characters, so later ids compare
+/// greater. The id is made the same way with counter 0, so an id the server makes from the same
+/// millisecond on (the assistant message answering the prompt) still sorts after it. When an
+/// existing id sorts at or after that (a clock behind the session's ids), the id is the first
+/// 12 characters of the greatest existing id plus one, then random characters.
+pub fn next_message_id<'a>(existing: impl IntoIterator<Item = &'a str>, now_ms: i64) -> String {
+    let time = (u64::try_from(now_ms).unwrap_or(0) << 12) & 0xffff_ffff_ffff;
+    let candidate = format!("msg_{time:012x}{}", random_base62(14));
+    let Some(greatest) = existing.into_iter().max() else {
+        return candidate;
+    };
+    if candidate.as_str() > greatest {
+        return candidate;
+    }
+    let body = greatest.strip_prefix("msg_").unwrap_or("");
+    match body.get(..12).and_then(increment_base62) {
+        Some(head) if body.len() == 26 => format!("msg_{head}{}", random_base62(14)),
+        // Not an id of this shape: anything it prefixes sorts after it.
+        _ => format!("{greatest}0"),
+    }
+}
+
+/// The answer text of the assistant message a prompt returned (`{info, parts}`).
+fn prompt_answer(answer: &Value, message_id: &str) -> Result<String, RestoreFailure> {
+    let info = answer.get("info").unwrap_or(&Value::Null);
+    let role = info.get("role").and_then(Value::as_str);
+    if role != Some("assistant") {
+        return Err(RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!(
+                "answered the prompt with a message of role {}, not an assistant message: {}",
+                role.unwrap_or("(none)"),
+                excerpt(&answer.to_string())
+            ),
+        });
+    }
+    if let Some(parent) = info.get("parentID").and_then(Value::as_str) {
+        if parent != message_id {
+            return Err(RestoreFailure::Unreachable {
+                runtime: RUNTIME,
+                detail: format!(
+                    "answered message {message_id} with an assistant message whose parentID is \
+                     {parent}"
+                ),
+            });
+        }
+    }
+    if let Some(error) = info.get("error").filter(|e| !e.is_null()) {
+        let name = error.get("name").and_then(Value::as_str).unwrap_or("error");
+        let message = error
+            .pointer("/data/message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| excerpt(&error.to_string()));
+        return Err(RestoreFailure::Refused {
+            runtime: RUNTIME,
+            action: format!("answering message {message_id}"),
+            message: format!("{name}: {message}"),
+        });
+    }
+    let parts = answer
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    Ok(parts
+        .iter()
+        .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// The ids must have OpenCode's prefixes, or the ref cannot name a session and message.
@@ -529,6 +781,320 @@ mod tests {
             verify_listed(&json!({}), "msg_1").unwrap_err().kind(),
             "unreachable"
         );
+    }
+
+    #[test]
+    fn message_ids_sort_after_every_existing_one() {
+        // 2026-01-01T00:00:00Z.
+        let now = 1_767_225_600_000_i64;
+        let fresh = next_message_id(std::iter::empty(), now);
+        assert!(fresh.starts_with("msg_"), "{fresh}");
+        assert_eq!(fresh.len(), 30, "{fresh}");
+        // Counter 0: any id the server makes from this millisecond on sorts after it.
+        let time = ((now as u64) << 12) & 0xffff_ffff_ffff;
+        assert_eq!(&fresh[4..16], format!("{time:012x}"));
+        let server_next = format!("msg_{:012x}00000000000000", time + 1);
+        assert!(fresh < server_next, "{fresh} >= {server_next}");
+
+        let older = format!("msg_{:012x}AbCdEfGhIjKlMn", time - 4096);
+        assert_eq!(&next_message_id([older.as_str()], now)[..16], &fresh[..16]);
+
+        // Ids at or after the clock: one above the greatest, whatever its shape.
+        for existing in [
+            vec![format!("msg_{:012x}zzzzzzzzzzzzzz", time), older.clone()],
+            vec!["msg_ffffffffffff00000000000000".to_owned()],
+            vec!["msg_zzzzzzzzzzzzzzzzzzzzzzzzzz".to_owned()],
+            vec!["msg_zz".to_owned(), "msg_01".to_owned()],
+            vec!["msg_01JZ9R000000052KMK8H5CDDZ3".to_owned()],
+        ] {
+            let refs: Vec<&str> = existing.iter().map(String::as_str).collect();
+            // Whether the clock is ahead of them or far behind.
+            for clock in [now, 0] {
+                let id = next_message_id(refs.iter().copied(), clock);
+                assert!(id.starts_with("msg"), "{id}");
+                for e in &refs {
+                    assert!(id.as_str() > *e, "{id} <= {e}");
+                }
+            }
+        }
+        assert_eq!(
+            next_message_id(["msg_01JZ9R000000052KMK8H5CDDZ3"], 0)[..16],
+            *"msg_01JZ9R000001"
+        );
+        assert_eq!(increment_base62("0z"), Some("10".to_owned()));
+        assert_eq!(increment_base62("09"), Some("0A".to_owned()));
+        assert_eq!(increment_base62("Zz"), Some("a0".to_owned()));
+        assert_eq!(increment_base62("zz"), None);
+        assert_eq!(increment_base62("a-"), None);
+    }
+
+    #[test]
+    fn the_answer_is_the_assistant_messages_text() {
+        let answer = json!({
+            "info": { "id": "msg_2", "role": "assistant", "parentID": "msg_1", "finish": "stop" },
+            "parts": [
+                { "type": "step-start" },
+                { "type": "text", "text": "Mock reply to: hi" },
+                { "type": "reasoning", "text": "thinking" },
+                { "type": "text", "text": "more" },
+                { "type": "step-finish" },
+            ],
+        });
+        assert_eq!(
+            prompt_answer(&answer, "msg_1").unwrap(),
+            "Mock reply to: hi\nmore"
+        );
+        let silent = json!({ "info": { "role": "assistant", "parentID": "msg_1" }, "parts": [{ "type": "step-start" }] });
+        assert_eq!(prompt_answer(&silent, "msg_1").unwrap(), "");
+        let failed = json!({
+            "info": { "role": "assistant", "parentID": "msg_1", "error": { "name": "APIError", "data": { "message": "overloaded" } } },
+            "parts": [],
+        });
+        let err = prompt_answer(&failed, "msg_1").unwrap_err();
+        assert_eq!(err.kind(), "error");
+        assert!(err.to_string().contains("APIError: overloaded"), "{err}");
+        let elsewhere = prompt_answer(&answer, "msg_9").unwrap_err();
+        assert_eq!(elsewhere.kind(), "unreachable", "{elsewhere}");
+        let user = json!({ "info": { "role": "user", "id": "msg_1" }, "parts": [] });
+        assert_eq!(
+            prompt_answer(&user, "msg_1").unwrap_err().kind(),
+            "unreachable"
+        );
+        assert_eq!(
+            message_ids(&json!([{ "info": { "id": "msg_1" } }, { "info": {} }])).unwrap(),
+            ["msg_1"]
+        );
+        assert_eq!(message_ids(&json!({})).unwrap_err().kind(), "unreachable");
+    }
+
+    fn prompting_server(method: &str, path: &str, body: &str) -> (u16, String) {
+        match (method, path) {
+            ("POST", "/session") => (200, r#"{"id":"ses_new","title":"t"}"#.into()),
+            ("GET", "/session/ses_1/message") => (
+                200,
+                r#"[{"info":{"id":"msg_00000000000100000000000000","role":"user"},"parts":[]},{"info":{"id":"msg_00000000000200000000000000","role":"assistant"},"parts":[]}]"#.into(),
+            ),
+            ("POST", "/session/ses_1/message") | ("POST", "/session/ses_new/message") => {
+                let body: Value = serde_json::from_str(body).unwrap();
+                let id = body["messageID"].as_str().unwrap();
+                assert_eq!(body["parts"], json!([{ "type": "text", "text": "hello" }]));
+                (
+                    200,
+                    json!({
+                        "info": { "id": "msg_zzzzzzzzzzzzzzzzzzzzzzzzzz", "role": "assistant", "parentID": id },
+                        "parts": [{ "type": "text", "text": "Mock reply to: hello" }],
+                    })
+                    .to_string(),
+                )
+            }
+            _ => (404, r#"{"name":"NotFoundError","data":{"message":"no route"}}"#.into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delivery_names_the_prompts_message_before_sending_it() {
+        let base = scripted(answer_all, prompting_server);
+        let points = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let answer = deliver(
+            &settings(base.clone()),
+            TIMEOUT,
+            Some("ses_1"),
+            "hello",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer, "Mock reply to: hello");
+        let point = points.lock().unwrap()[0].clone();
+        assert_eq!(point.new_session, None);
+        assert_eq!(point.recovery_ref["sessionId"], "ses_1");
+        let message = point.recovery_ref["messageId"].as_str().unwrap().to_owned();
+        assert!(
+            message.as_str() > "msg_00000000000200000000000000",
+            "{message}"
+        );
+
+        // Without a session: one is made, and the point names it.
+        let answer = deliver(
+            &settings(base.clone()),
+            TIMEOUT,
+            None,
+            "hello",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer, "Mock reply to: hello");
+        let point = points.lock().unwrap()[1].clone();
+        assert_eq!(point.new_session.as_deref(), Some("ses_new"));
+        assert_eq!(point.recovery_ref["sessionId"], "ses_new");
+
+        // A commit that fails sends no prompt (the scripted server would panic on "nothing").
+        let err = deliver(
+            &settings(base.clone()),
+            TIMEOUT,
+            Some("ses_1"),
+            "nothing",
+            |_| async { Err("no database".to_owned()) },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err, DeliveryError::Commit("no database".to_owned()));
+
+        // A session pointer that is not an OpenCode id.
+        let err = deliver(&settings(base), TIMEOUT, Some("s1"), "hello", |_| async {
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "bad_ref"),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prompt_that_fails_fails_the_delivery_after_the_point() {
+        fn hold_prompt(method: &str, path: &str) -> Script {
+            if method == "POST" && path.ends_with("/message") {
+                Script::Hold
+            } else {
+                Script::Answer
+            }
+        }
+        let base = scripted(hold_prompt, prompting_server);
+        let points = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = deliver(
+            &settings(base),
+            Duration::from_millis(300),
+            Some("ses_1"),
+            "hello",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "timeout"),
+            "{err:?}"
+        );
+        assert_eq!(points.lock().unwrap().len(), 1);
+
+        fn unknown(method: &str, path: &str, _: &str) -> (u16, String) {
+            let _ = (method, path);
+            (
+                404,
+                r#"{"name":"NotFoundError","data":{"message":"Session not found: ses_1"}}"#.into(),
+            )
+        }
+        let base = scripted(answer_all, unknown);
+        let points = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = deliver(
+            &settings(base),
+            TIMEOUT,
+            Some("ses_1"),
+            "hello",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "unknown_session"),
+            "{err:?}"
+        );
+        assert!(points.lock().unwrap().is_empty());
+    }
+
+    /// Deliveries against the mock server, when it is built: a new session, then a second
+    /// prompt whose message sorts after the first exchange; the point of the second restores.
+    #[tokio::test]
+    async fn delivers_against_the_mock_server() {
+        let Some(program) =
+            crate::runtimes::test_support::mock_or_skip("mock-opencode", "MOCK_OPENCODE")
+        else {
+            return;
+        };
+        let data = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new(program)
+            .args(["serve", "--port", "0", "--hostname", "127.0.0.1"])
+            .current_dir(cwd.path())
+            .env("XDG_DATA_HOME", data.path())
+            .env("OPENCODE_CONFIG_CONTENT", r#"{"snapshot": false}"#)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+            child.stdout.take().unwrap(),
+        ));
+        let base = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(url) = line.trim().strip_prefix("opencode server listening on ") {
+                    return url.trim().trim_end_matches('/').to_owned();
+                }
+            }
+            panic!("mock-opencode closed stdout before listening")
+        })
+        .await
+        .unwrap();
+        let settings = settings(base);
+        let timeout = Duration::from_secs(10);
+        let points = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let first = deliver(
+            &settings,
+            timeout,
+            None,
+            "first input",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert!(first.contains("first input"), "{first}");
+        let session = points.lock().unwrap()[0].new_session.clone().unwrap();
+        let second = deliver(
+            &settings,
+            timeout,
+            Some(&session),
+            "second input",
+            crate::runtimes::test_support::recorder(&points),
+        )
+        .await
+        .unwrap();
+        assert!(second.contains("second input"), "{second}");
+        let points = points.lock().unwrap().clone();
+        let api = Api::new(&settings, timeout).unwrap();
+        let listed = api
+            .call(
+                Method::GET,
+                &["session", &session, "message"],
+                None,
+                None,
+                "list",
+            )
+            .await
+            .unwrap();
+        let ids = message_ids(&listed).unwrap();
+        let messages: Vec<String> = points
+            .iter()
+            .map(|p| p.recovery_ref["messageId"].as_str().unwrap().to_owned())
+            .collect();
+        // Each prompt created exactly the message its point names, answered after it.
+        assert_eq!(ids.len(), 4, "{listed}");
+        assert_eq!(ids[0], messages[0]);
+        assert_eq!(ids[2], messages[1]);
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids, "message ids must ascend");
+        let restored = restore(&settings, timeout, &session, &messages[1])
+            .await
+            .unwrap();
+        assert!(
+            matches!(restored, Restored::Verified { .. }),
+            "{restored:?}"
+        );
+        let _ = child.kill().await;
     }
 
     #[test]
