@@ -14,3 +14,4 @@ pub mod mocks;
 pub mod postgres;
 pub mod profile;
 pub mod sut;
+pub mod witness;

@@ -12,11 +12,13 @@ use std::sync::Mutex;
 
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
+use rewind_mock_runtimes::witness::WITNESS_ENV;
 use rewind_mock_runtimes::{claude, codex, opencode};
 use serde::Deserialize;
 
 use crate::fixtures::Fixture;
 use crate::sut::RuntimeEndpoints;
+use crate::witness::{DeliveryWitness, Witnessed};
 
 impl Drop for MockPrograms {
     fn drop(&mut self) {
@@ -270,6 +272,8 @@ pub struct MockRuntimes {
     seeded: BTreeMap<String, Vec<String>>,
     /// The Codex release the app-server imitates (`None`: the mock's default).
     codex_version: Option<String>,
+    /// The delivery witness the mocks call, when the scenario has a database to witness.
+    witness: Option<DeliveryWitness>,
 }
 
 /// What a mock's state says about one agent's session now.
@@ -286,9 +290,13 @@ impl MockRuntimes {
     /// Seeds the fixture's runtime sessions into fresh runtime homes and starts an OpenCode
     /// server when an agent of the fixture runs on OpenCode or builtin. The OpenCode server
     /// runs in the context-only configuration (`"snapshot": false`).
+    ///
+    /// With `witness_db`, every delivering input a mock receives is witnessed against that
+    /// database ([`DeliveryWitness`]).
     pub async fn start(
         programs: &MockPrograms,
         fixture: &Fixture,
+        witness_db: Option<sqlx::PgPool>,
     ) -> Result<MockRuntimes, MockError> {
         let root = tempfile::Builder::new()
             .prefix("rewind-mocks-")
@@ -304,6 +312,14 @@ impl MockRuntimes {
             sessions: BTreeMap::new(),
             seeded: BTreeMap::new(),
             codex_version: None,
+            witness: match witness_db {
+                Some(pool) => Some(
+                    DeliveryWitness::start(pool)
+                        .await
+                        .map_err(io("starting the delivery witness"))?,
+                ),
+                None => None,
+            },
         };
         for dir in [
             mocks.home(MockRuntime::Codex),
@@ -450,11 +466,12 @@ impl MockRuntimes {
                 tracing::warn!("stopping the mock opencode server: {e}");
             }
         }
-        let server = opencode::ServerProcess::start(
+        let server = opencode::ServerProcess::start_with_env(
             &self.opencode_program,
             &[],
             &self.opencode_data_home(),
             &self.opencode_cwd(),
+            &self.witness_env().collect::<Vec<_>>(),
         )
         .await
         .map_err(io("starting the mock opencode server"))?;
@@ -529,13 +546,18 @@ impl MockRuntimes {
         let Some((runtime, id)) = self.session_of(agent_id) else {
             return Ok(None);
         };
+        self.view_session(runtime, id)
+    }
+
+    /// Reads session `id` of `runtime` back from its mock's state (a session made during the
+    /// scenario as well as a seeded one); `None` when the runtime does not have it.
+    pub fn view_session(
+        &self,
+        runtime: MockRuntime,
+        id: &str,
+    ) -> Result<Option<SessionView>, MockError> {
         let home = self.home(runtime);
-        let action = || {
-            format!(
-                "reading the {} state of agent {agent_id}",
-                runtime.program()
-            )
-        };
+        let action = || format!("reading {} session {id}", runtime.program());
         Ok(match runtime {
             MockRuntime::Codex => {
                 codex::read_thread(&home, id)
@@ -578,12 +600,14 @@ impl MockRuntimes {
                     .iter()
                     .map(|v| (codex::VERSION_ENV.to_owned(), v.clone())),
             )
+            .chain(self.witness_env())
             .collect(),
             claude_program: self.claude_program.clone(),
             claude_env: std::iter::once((
                 "CLAUDE_CONFIG_DIR".to_owned(),
                 self.home(MockRuntime::Claude).display().to_string(),
             ))
+            .chain(self.witness_env())
             .collect(),
             claude_cwd: self.claude_cwd(),
             opencode_url: self
@@ -615,6 +639,22 @@ impl MockRuntimes {
         });
         plan.save(&path)
             .map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// The variable that points a mock at the delivery witness, when there is one.
+    fn witness_env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.witness
+            .iter()
+            .map(|w| (WITNESS_ENV.to_owned(), w.url().to_owned()))
+    }
+
+    /// Every delivering input the mocks received so far, with the recovery points committed
+    /// at that moment (empty without a witness).
+    pub fn witnessed(&self) -> Vec<Witnessed> {
+        self.witness
+            .as_ref()
+            .map(DeliveryWitness::records)
+            .unwrap_or_default()
     }
 
     /// Everything one mock was asked so far.

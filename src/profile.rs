@@ -32,8 +32,13 @@ use serde_saphyr::Spanned;
 pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
 
 /// Every optional surface, each also a cargo feature: the member read state (cursor, visible
-/// tail, unread count), message sync, and the recovery point GC.
-pub const SURFACES: [&str; 3] = ["read-state", "message-sync", "recovery-point-gc"];
+/// tail, unread count), message sync, the recovery point GC, and live delivery to agent runtimes.
+pub const SURFACES: [&str; 4] = [
+    "read-state",
+    "message-sync",
+    "recovery-point-gc",
+    "delivery",
+];
 
 /// What an implementation declares it supports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +96,7 @@ impl CapabilityProfile {
             ("read-state", cfg!(feature = "read-state")),
             ("message-sync", cfg!(feature = "message-sync")),
             ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
+            ("delivery", cfg!(feature = "delivery")),
         ];
         let pick = |names: &[&str]| {
             on.iter()
@@ -260,7 +266,8 @@ mod tests {
             feature = "builtin",
             feature = "read-state",
             feature = "message-sync",
-            feature = "recovery-point-gc"
+            feature = "recovery-point-gc",
+            feature = "delivery"
         )) {
             let compiled = CapabilityProfile::compiled();
             let all = CapabilityProfile::everything();

@@ -121,7 +121,7 @@ pub async fn smoke(
         }
         let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
         let programs = MockPrograms::link(&exe)?;
-        let mut mocks = MockRuntimes::start(&programs, &fixture).await?;
+        let mut mocks = MockRuntimes::start(&programs, &fixture, None).await?;
         let request = AttachRequest {
             database: DatabaseTarget {
                 url: db.url.clone(),

@@ -39,7 +39,13 @@ pub struct NotApplicable {
 }
 
 /// Steps that read through an optional surface, by surface.
-const SURFACE_STEPS: [(&str, &str); 5] = [
+const SURFACE_STEPS: [(&str, &str); 8] = [
+    ("delivery", r#"^message "[^"]+" is delivered$"#),
+    ("delivery", r#"^human "[^"]+" has said "[^"]+" to agent "#),
+    (
+        "delivery",
+        r#"^human "[^"]+" starts sending .*, then its delivery$"#,
+    ),
     (
         "read-state",
         r#"^human "[^"]+" has \d+ unread messages? in scope "#,
@@ -160,13 +166,17 @@ impl Applicability {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((path.to_owned(), scenario.name.clone()));
-        if let Some(surface) = self.undeclared_surface(&all) {
+        let reason = match self.undeclared_surface(&all) {
+            Some(surface) => Some(format!("surface `{surface}` is not declared")),
+            None => self.undeclared_delivery_runtime(&all),
+        };
+        if let Some(reason) = reason {
             let mut left_out = self.left_out.lock().unwrap_or_else(|p| p.into_inner());
             left_out.push(NotApplicable {
                 feature: path.to_owned(),
                 line: scenario.position.line,
                 name: scenario.name.clone(),
-                reason: format!("surface `{surface}` is not declared"),
+                reason,
                 tags: scenario.tags.clone(),
             });
             return None;
@@ -192,6 +202,56 @@ impl Applicability {
                 })
                 .map(|(surface, _)| *surface)
         })
+    }
+
+    /// Why a scenario that delivers cannot run: it names an agent on a runtime the profile
+    /// leaves out (there is nothing to deliver to).
+    fn undeclared_delivery_runtime(&self, steps: &[&Step]) -> Option<String> {
+        let delivers = steps.iter().any(|step| {
+            self.surface_steps
+                .iter()
+                .any(|(surface, re)| *surface == "delivery" && re.is_match(&step.value))
+        });
+        if !delivers {
+            return None;
+        }
+        let fixture = steps.iter().find_map(|s| {
+            self.conversation
+                .captures(&s.value)
+                .and_then(|c| self.fixtures.get(&c[1]))
+        })?;
+        let agent = Regex::new(r#"agent "([^"]+)""#).unwrap_or_else(|e| unreachable!("{e}"));
+        let mentions =
+            Regex::new(r#"mentioning "([^"]+)""#).unwrap_or_else(|e| unreachable!("{e}"));
+        let named: BTreeSet<String> = steps
+            .iter()
+            .flat_map(|s| {
+                let agents = agent.captures_iter(&s.value).map(|c| c[1].to_owned());
+                let mentioned = mentions
+                    .captures_iter(&s.value)
+                    .flat_map(|c| {
+                        c[1].split(',')
+                            .map(|a| a.trim().to_owned())
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>();
+                agents.chain(mentioned).collect::<Vec<_>>()
+            })
+            .collect();
+        fixture
+            .agents
+            .iter()
+            .filter(|a| named.contains(&a.id))
+            .find(|a| {
+                RUNTIMES.contains(&a.runtime.as_str())
+                    && !self.profile.runtimes.contains(&a.runtime)
+            })
+            .map(|a| {
+                format!(
+                    "it delivers to agent `{}` on runtime `{}`, which is not declared",
+                    a.id, a.runtime
+                )
+            })
     }
 
     /// The known runtimes the scenario's first rewind reaches that the profile leaves out.

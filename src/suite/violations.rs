@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rewind_conformance::sut::{
-    ConversationApi, PruneRequest, ReadState, RealtimeEvent, RewindRequest, RewindResponse,
-    SendMessage, SentMessage, SutError, SyncPage, SyncRequest,
+    ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState, RealtimeEvent,
+    RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage, SyncRequest,
 };
 
 /// The protocol violations seen in one scenario, shared with its implementation handle.
@@ -69,6 +69,10 @@ impl ConversationApi for Watched {
 
     async fn send_message(&self, message: &SendMessage) -> Result<SentMessage, SutError> {
         self.seen(self.inner.send_message(message).await)
+    }
+
+    async fn deliver(&self, request: &DeliverRequest) -> Result<DeliveryReport, SutError> {
+        self.seen(self.inner.deliver(request).await)
     }
 
     async fn prune_recovery_points(&self, request: &PruneRequest) -> Result<Vec<String>, SutError> {

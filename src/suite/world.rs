@@ -137,11 +137,49 @@ pub struct RewindWorld {
     /// Names given to messages that appeared during the scenario (a live message, a rewind
     /// notice), so later steps can name them like fixture messages.
     pub aliases: BTreeMap<String, String>,
+    /// Every delivery request of the scenario, in order.
+    pub deliveries: Vec<DeliveryRecord>,
+    /// Runtime states noted by agent: the session and its effective ids.
+    pub noted: BTreeMap<String, (String, Vec<String>)>,
+    /// Deliveries started in the background (a send first, for some), not yet awaited.
+    pub started_deliveries: Vec<StartedDelivery>,
     /// A rewind started in the background, not yet awaited.
     pub started: Option<(
         RewindRequest,
         tokio::task::JoinHandle<Result<RewindResponse, SutError>>,
     )>,
+}
+
+/// One delivery request a scenario made and what it led to.
+#[derive(Debug, Clone)]
+pub struct DeliveryRecord {
+    /// The name the scenario gave the message.
+    pub name: String,
+    /// Its id.
+    pub message_id: String,
+    /// Its content when it was delivered (a rewind empties it later).
+    pub content: String,
+    /// What the implementation answered.
+    pub report: rewind_conformance::sut::DeliveryReport,
+    /// How many inputs the delivery witness had seen before the request, and after it: the
+    /// inputs in between are the ones this request delivered.
+    pub witnessed_before: usize,
+    /// See `witnessed_before`.
+    pub witnessed_after: usize,
+}
+
+/// A delivery started in the background.
+pub struct StartedDelivery {
+    /// The message's name.
+    pub name: String,
+    /// Its content.
+    pub content: String,
+    /// How many inputs the delivery witness had seen when it started.
+    pub witnessed_before: usize,
+    /// The task: the message id and the delivery report.
+    pub task: tokio::task::JoinHandle<
+        Result<(String, rewind_conformance::sut::DeliveryReport), SutError>,
+    >,
 }
 
 impl std::fmt::Debug for RewindWorld {
@@ -275,6 +313,9 @@ impl RewindWorld {
         // Release a staged race first, so nothing waits on the harness's locks.
         if let Some(held) = self.held.take() {
             let _ = held.rollback().await;
+        }
+        for started in std::mem::take(&mut self.started_deliveries) {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(30), started.task).await;
         }
         if let Some((_, task)) = self.started.take() {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;

@@ -41,7 +41,7 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     if let Ok(mut times) = ctx.isolation_times.lock() {
         times.push((db.clone_time, started.elapsed()));
     }
-    let mocks = MockRuntimes::start(&ctx.programs, fixture)
+    let mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
         .await
         .with_context(|| format!("starting the mock runtimes of fixture `{name}`"))?;
     let request = ctx.attach_request(&db, mocks.endpoints());

@@ -5,6 +5,7 @@
 //!
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
+mod delivery;
 mod given;
 mod invariants;
 mod lifecycle;

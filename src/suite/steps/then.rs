@@ -198,7 +198,8 @@ fn tombstone_reading(metadata: &serde_json::Value) -> Option<&'static str> {
 #[then(expr = "messages {string} are rewound tombstones")]
 async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
     let pool = world.pool()?.clone();
-    for id in id_list(&ids) {
+    let ids: Vec<String> = id_list(&ids).iter().map(|n| world.resolve(n)).collect();
+    for id in ids {
         let row: Option<(String, serde_json::Value)> =
             sqlx::query_as("SELECT content, metadata FROM scope_messages WHERE id = $1")
                 .bind(&id)
@@ -233,7 +234,7 @@ async fn untouched(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
         .get("scope_messages")
         .cloned()
         .unwrap_or_default();
-    for id in id_list(&ids) {
+    for id in id_list(&ids).iter().map(|n| world.resolve(n)) {
         let now: String =
             sqlx::query_scalar("SELECT to_jsonb(m)::text FROM scope_messages m WHERE id = $1")
                 .bind(&id)

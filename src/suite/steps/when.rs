@@ -165,19 +165,24 @@ async fn system_rewinds(world: &mut RewindWorld, message: String) -> anyhow::Res
 
 /// `When human "alice" sends "hello" in scope "dm-1"`: a live message; with `as "<name>"`, later
 /// steps can name it (e.g. rewind to before it).
-#[when(regex = r#"^(human|agent) "([^"]+)" sends "([^"]*)" in scope "([^"]+)"(?: as "([^"]+)")?$"#)]
+/// With `mentioning "cody, ode"`, a channel message reaches those agents.
+#[when(
+    regex = r#"^(human|agent) "([^"]+)" sends "([^"]*)" in scope "([^"]+)"(?: mentioning "([^"]+)")?(?: as "([^"]+)")?$"#
+)]
 async fn sends(
     world: &mut RewindWorld,
     kind: String,
     who: String,
     content: String,
     scope_id: String,
+    mentions: String,
     name: String,
 ) -> anyhow::Result<()> {
     let message = SendMessage {
         actor: actor(&kind, who)?,
         scope_id,
         content,
+        mentions: super::id_list(&mentions),
     };
     let sent = world.attached()?.api.send_message(&message).await?;
     if !name.is_empty() {
