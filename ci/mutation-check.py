@@ -38,6 +38,7 @@ OPENCODE = "reference-impl/src/runtimes/opencode.rs"
 READS = "reference-impl/src/reads.rs"
 GC = "reference-impl/src/gc.rs"
 ERROR = "reference-impl/src/error.rs"
+DELIVERY = "reference-impl/src/delivery.rs"
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -402,6 +403,80 @@ MUTATIONS = [
        "const NOT_REWIND_NOTICE_SQL: &str = \"m.client_message_id IS DISTINCT FROM (SELECT 'rewind-notice:' || o.id "
        "FROM rewind_operations o WHERE o.thread_id = m.scope_id ORDER BY o.created_at DESC LIMIT 1)\";")],
      "@rule:realtime.notice-no-unread"),
+    # Live delivery (features/delivery.feature): the points the delivery path writes itself.
+    ("codex-turncount-off-by-one", CODEX,
+     [("recovery_ref: turns_ref(&opened.thread_id, opened.turn_count),",
+       "recovery_ref: turns_ref(&opened.thread_id, opened.turn_count + 1),")],
+     "@rule:runtime.codex-recovery-ref"),
+    ("codex-point-after-delivery", CODEX,
+     [("    if let Err(e) = commit(point).await {\n"
+       "        server.shut_down(EXIT_GRACE).await;\n"
+       "        return Err(DeliveryError::Commit(e));\n"
+       "    }\n", ""),
+      ("    let answered = settle(&mut server, answered, timeout);\n",
+       "    let answered = settle(&mut server, answered, timeout);\n"
+       "    commit(point).await.map_err(DeliveryError::Commit)?;\n")],
+     "@rule:runtime.recovery-point-before-delivery"),
+    ("claude-boundary-after-turn", CLAUDE,
+     [("    commit(point).await.map_err(DeliveryError::Commit)?;\n\n    let session_id = plan.session_id();",
+       "    let session_id = plan.session_id();"),
+      ("    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;\n    Ok(answer_text(&lines))",
+       "    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;\n"
+       "    let after = plan_session(settings, Some(session_id))?;\n"
+       "    commit(PointToCommit { recovery_ref: after.recovery_ref(), new_session: point.new_session })\n"
+       "        .await\n        .map_err(DeliveryError::Commit)?;\n"
+       "    Ok(answer_text(&lines))")],
+     "@rule:runtime.claude-recovery-ref"),
+    ("opencode-wrong-message-id", OPENCODE,
+     [('recovery_ref: json!({ "sessionId": session_id, "messageId": message_id }),',
+       'recovery_ref: json!({ "sessionId": session_id, "messageId": existing.last().cloned().unwrap_or_else(|| message_id.clone()) }),')],
+     "@rule:runtime.opencode-recovery-ref"),
+    ("no-point-for-first-delivery", DELIVERY,
+     [("    if let Some(capability) = capability {",
+       "    if let Some(capability) = capability.filter(|_| point.new_session.is_none()) {")],
+     "@rule:runtime.recovery-point-before-delivery"),
+    ("first-touch-authored-messages-only", RECOVERY,
+     [("AND o.status IN ('leased', 'delivered')", "AND o.status IN ('never')")],
+     "@rule:runtime.no-cross-scope-activity"),
+    ("first-touch-any-time", RECOVERY,
+     [("AND m.global_seq > $2 AND NOT m.scope_id = ANY($3))\",",
+       "AND m.global_seq > 0 AND NOT m.scope_id = ANY($3))\",")],
+     "@rule:runtime.no-cross-scope-activity"),
+    ("notice-wakes-agents", REALTIME,
+     [("        fanout: false,", "        fanout: true,")],
+     "@rule:realtime.notice-no-agent-wake"),
+    ("delivered-twice", DELIVERY,
+     [("           AND status = 'pending' \\", "           AND status IN ('pending', 'delivered') \\")],
+     "@rule:realtime.notice-no-agent-wake"),
+    ("delivers-suppressed-rows", DELIVERY,
+     [("           AND status = 'pending' \\", "           AND status IN ('pending', 'suppressed') \\")],
+     "@rule:apply.suppress-fanout-outbox"),
+    ("channel-fans-out-to-every-agent", MESSAGES,
+     [("OR $5::jsonb ? sm.agent_id)", "OR $5::jsonb IS NOT NULL)")],
+     "@rule:runtime.recovery-point-before-delivery"),
+    ("channel-delivers-to-every-agent", MESSAGES,
+     [("OR $5::jsonb ? sm.agent_id)", "OR $5::jsonb IS NOT NULL)"),
+      (DELIVERY, '.filter(|agent| scope_kind != "channel" || mentions.contains(agent))',
+       '.filter(|agent| scope_kind != "channel" || !mentions.contains(agent) || mentions.contains(agent))')],
+     "@rule:runtime.recovery-point-before-delivery"),
+    ("channel-first-mention-only", DELIVERY,
+     [("reached.into_iter().cloned().collect()", "reached.into_iter().take(1).cloned().collect()")],
+     "@rule:runtime.apply-after-all-restores"),
+    ("answer-not-verbatim", DELIVERY,
+     [("        content: answer.to_owned(),", "        content: answer.trim_end_matches(|c: char| c != ' ').to_owned(),")],
+     "@rule:runtime.recovery-point-before-delivery"),
+    ("failed-delivery-drops-point", DELIVERY,
+     [("\"UPDATE scope_fanout_outbox SET status = 'failed', leased_until = NULL \\\n"
+       "         WHERE id = ANY($1) AND status = 'leased'\",",
+       "\"WITH f AS (UPDATE scope_fanout_outbox SET status = 'failed', leased_until = NULL \\\n"
+       "         WHERE id = ANY($1) AND status = 'leased' RETURNING message_id, recipient_id) \\\n"
+       "         DELETE FROM message_recovery_points p USING f \\\n"
+       "         WHERE p.message_id = f.message_id AND p.agent_id = f.recipient_id\",")],
+     "@rule:inv.recovery-point-lifecycle"),
+    ("opencode-reverts-to-an-absent-message", OPENCODE,
+     [("    if held.iter().all(|id| id.as_str() < message_id) {",
+       "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],
+     "@rule:inv.recovery-point-lifecycle"),
 ]
 
 
