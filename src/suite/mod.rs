@@ -23,6 +23,39 @@ use cucumber::{writer, World as _, WriterExt as _};
 pub use collector::{RunRecord, Verdict};
 use world::{RewindWorld, RunContext};
 
+/// The exit status of a run whose stdout reader went away (128 + SIGPIPE, as a shell reports
+/// a process the signal ended).
+pub const EXIT_CLOSED_STDOUT: i32 = 141;
+
+/// Stdout for cucumber's writer: when the reader has gone away (`... | head`), the run ends
+/// with [`EXIT_CLOSED_STDOUT`] instead of a panic that cucumber's hook would swallow.
+pub struct QuietStdout;
+
+impl std::io::Write for QuietStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        quiet(std::io::stdout().write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        quiet(std::io::stdout().flush())
+    }
+}
+
+fn quiet<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => end_on_closed_stdout(),
+        other => other,
+    }
+}
+
+/// Stops what the run started (embedded clusters, mock runtimes) and exits with
+/// [`EXIT_CLOSED_STDOUT`].
+pub fn end_on_closed_stdout() -> ! {
+    rewind_conformance::postgres::stop_all_embedded();
+    rewind_conformance::mocks::stop_all_mocks();
+    std::process::exit(EXIT_CLOSED_STDOUT)
+}
+
 /// What to run and where to write.
 #[derive(Debug, Clone)]
 pub struct SuiteOptions {
@@ -264,7 +297,7 @@ pub async fn run_suite(
             })
         })
         .with_writer(
-            writer::Basic::raw(std::io::stdout(), writer::Coloring::Auto, 0)
+            writer::Basic::raw(QuietStdout, writer::Coloring::Auto, 0)
                 .summarized()
                 .tee::<RewindWorld, _>(writer::JUnit::for_tee(junit, 0))
                 .tee::<RewindWorld, _>(collector.discard_stats_writes().discard_arbitrary_writes())
