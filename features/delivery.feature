@@ -100,7 +100,7 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
   Scenario Outline: a delivery the runtime failed changes nothing, and a rewind over it completes (<runtime>)
     Given the conversation "live-agents"
     And human "alice" has said "m1" to agent "<agent>" in scope "<scope>"
-    And agent "<agent>" fails its next delivery with "error"
+    And agent "<agent>" fails its next delivery with "<fault>"
     When the runtime state of agent "<agent>" is noted
     And human "alice" sends "one more thing" in scope "<scope>" as "m2"
     And message "m2" is delivered
@@ -113,10 +113,12 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
     And messages "m2" are rewound tombstones
 
     Examples:
-      | runtime  | agent | scope       |
-      | codex    | cody  | dm-codex    |
-      | claude   | clio  | dm-claude   |
-      | opencode | ode   | dm-opencode |
+      | runtime  | agent | scope       | fault |
+      | codex    | cody  | dm-codex    | error |
+      | claude   | clio  | dm-claude   | error |
+      | opencode | ode   | dm-opencode | error |
+      | codex    | cody  | dm-codex    | crash |
+      | claude   | clio  | dm-claude   | crash |
 
   @rule:runtime.no-cross-scope-activity @rule:err.agent-cross-scope-activity @rule:runtime.flow-order
   Scenario: a delivery the agent received in another conversation after its first participation blocks the rewind, answered or not

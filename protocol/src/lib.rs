@@ -119,15 +119,17 @@ pub struct Session {
 /// runtime state. The programs are on the harness's machine: the server must run there too.
 ///
 /// The agents' sessions named by the fixture's recovery points already exist behind these
-/// endpoints. Nothing is running for the implementation except the OpenCode server; no call
-/// may be made at attach. Any call may meet a fault a scenario planted (an error, a hang, a
+/// endpoints; an agent without `runtime_session_id` has none yet, and its first delivery makes
+/// one. Nothing is running for the implementation except the OpenCode server; no call may be
+/// made at attach. The environments carry `REWIND_MOCK_WITNESS_URL`, which the mocks call while
+/// they hold a delivering input: pass every variable on. Any call may meet a fault a scenario planted (an error, a hang, a
 /// "success" without effect, an unknown session, a busy session, a crash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuntimeEndpoints {
     /// The `codex` program. Started with `codexArgs` (`codex app-server`) and `codexEnv`, it
     /// serves the Codex app-server JSON-RPC over stdin/stdout. No app-server is running: the
-    /// implementation starts its own for each restore and stops it afterwards. Each spawn is a
+    /// implementation starts its own for each restore and each delivery and stops it afterwards. Each spawn is a
     /// fresh process that reads the threads from `CODEX_HOME`; the threads are the agents'
     /// existing sessions (the `threadId` of each codex recovery point). The release is not
     /// guaranteed: a scenario may hand over one without `thread/rollback`.
