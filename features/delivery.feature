@@ -19,11 +19,12 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
     And messages "m1, m1-<agent>" are untouched
 
     Examples:
-      | runtime  | agent | scope       |
-      | codex    | cody  | dm-codex    |
-      | claude   | clio  | dm-claude   |
-      | opencode | ode   | dm-opencode |
-      | builtin  | bix   | dm-builtin  |
+      | runtime               | agent | scope       |
+      | codex                 | cody  | dm-codex    |
+      | claude                | clio  | dm-claude   |
+      | opencode              | ode   | dm-opencode |
+      | builtin               | bix   | dm-builtin  |
+      | claude, reply thread  | clio  | th-welcome  |
 
   @rule:runtime.recovery-point-before-delivery @rule:runtime.codex-recovery-ref @rule:runtime.claude-before-first-input @rule:runtime.claude-recovery-ref @rule:runtime.opencode-recovery-ref @ambiguity:claude-restore-evidence @ambiguity:claude-zero-boundary
   Scenario Outline: the first delivery ever writes the point before any turn, and a rewind to before it returns the runtime there (<runtime>)
