@@ -1179,3 +1179,66 @@ async fn a_faulted_prompt_never_reaches_the_witness_and_stores_nothing() {
         ]
     );
 }
+
+/// Observed on the real server: while a prompt of a session runs, `revert` and `unrevert` of
+/// that session answer 409 `SessionBusyError`; other sessions and reads are not affected, and
+/// once the prompt has been answered the session reverts again. A slow model is a `hang_ms`
+/// fault on `message` here.
+#[tokio::test]
+async fn a_running_prompt_makes_revert_and_unrevert_busy() {
+    let mock = start_context_only().await;
+    let (session, ids) = mock.conversation().await;
+    let other = mock.create().await;
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Hang, Some(1500))]);
+    let url = mock.url(&format!("/session/{session}/message"));
+    let http = mock.http.clone();
+    let running = tokio::spawn(async move {
+        http.post(url)
+            .json(&json!({ "parts": [{ "type": "text", "text": "a slow question" }] }))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    });
+    // The prompt is running once its call is journaled.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !mock
+        .journal()
+        .iter()
+        .any(|e| e.call == "POST /session/{id}/message" && e.outcome == "fault:hang")
+    {
+        assert!(Instant::now() < deadline, "the prompt never arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let busy = json!({
+        "_tag": "SessionBusyError",
+        "sessionID": session,
+        "message": format!("Session is busy: {session}"),
+    });
+    assert_eq!(mock.revert(&session, &ids[2]).await, (409, busy.clone()));
+    assert_eq!(
+        mock.post(&format!("/session/{session}/unrevert"), json!({}))
+            .await,
+        (409, busy)
+    );
+    assert!(
+        mock.session(&session).await.get("revert").is_none(),
+        "nothing reverted"
+    );
+    assert_eq!(
+        mock.get(&format!("/session/{session}/message")).await.0,
+        200
+    );
+    mock.prompt(&other, None, "another session").await;
+    assert_eq!(
+        mock.revert(&other, &ids[0]).await.0,
+        200,
+        "other sessions are not busy"
+    );
+
+    assert_eq!(running.await.unwrap(), 200);
+    let (status, info) = mock.revert(&session, &ids[2]).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["revert"]["messageID"], json!(ids[2]));
+}

@@ -286,6 +286,7 @@ pub fn main(args: Vec<String>) -> ExitCode {
         directory: cwd.display().to_string(),
         lock: tokio::sync::Mutex::new(()),
         witness: crate::witness::witness_url(),
+        running: std::sync::Mutex::new(std::collections::BTreeMap::new()),
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -39,6 +39,53 @@ pub(crate) struct App {
     pub lock: tokio::sync::Mutex<()>,
     /// The delivery witness URL ([`crate::witness::WITNESS_ENV`] of the server process).
     pub witness: Option<String>,
+    /// The prompts running now, by session. As observed on the real server, a session with a
+    /// running prompt answers `revert` and `unrevert` with 409 `SessionBusyError`.
+    pub running: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+}
+
+impl App {
+    /// Whether a prompt of session `id` is running.
+    fn is_busy(&self, id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .is_some_and(|n| *n > 0)
+    }
+}
+
+/// A prompt of one session, running from its arrival until it has been answered (a slow model,
+/// here a `hang_ms` fault, included).
+struct RunningPrompt {
+    app: Shared,
+    session: String,
+}
+
+impl RunningPrompt {
+    fn start(app: &Shared, session: &str) -> RunningPrompt {
+        *app.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(session.to_owned())
+            .or_default() += 1;
+        RunningPrompt {
+            app: Arc::clone(app),
+            session: session.to_owned(),
+        }
+    }
+}
+
+impl Drop for RunningPrompt {
+    fn drop(&mut self) {
+        let mut running = self.app.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = running.get_mut(&self.session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.remove(&self.session);
+            }
+        }
+    }
 }
 
 type Shared = Arc<App>;
@@ -560,6 +607,7 @@ async fn prompt(
         target: Some(id.clone()),
         request: body.journal_value(),
     };
+    let _running = RunningPrompt::start(&app, &id);
     let Admitted {
         mut entry,
         effect,
@@ -719,6 +767,9 @@ async fn revert(
             id_field(&map, "messageID", IdKind::Message.prefix(), true)?.unwrap_or_default();
         let part_id = id_field(&map, "partID", IdKind::Part.prefix(), false)?;
         let mut state = load_session(app, &id)?;
+        if app.is_busy(&id) {
+            return Err(ApiError::busy(&id));
+        }
         if !effect {
             return Ok(info_json(&state));
         }
@@ -744,6 +795,9 @@ async fn unrevert(
     };
     serve_call(app, call, move |app, effect| {
         let mut state = load_session(app, &id)?;
+        if app.is_busy(&id) {
+            return Err(ApiError::busy(&id));
+        }
         if effect && state.unrevert() {
             save_session(app, &state)?;
         }
