@@ -463,6 +463,14 @@ MUTATIONS = [
      [('.filter(|agent| scope_kind != "channel" || mentions.contains(agent))',
        '.filter(|agent| scope_kind == "dm" || (scope_kind == "channel" && mentions.contains(agent)))')],
      "@rule:runtime.claude-recovery-ref"),
+    ("busy-revert-taken-as-restored", OPENCODE,
+     [("    api.call(\n        Method::POST,\n        &[\"session\", session_id, \"revert\"],",
+       "    match api.call(\n        Method::POST,\n        &[\"session\", session_id, \"revert\"],"),
+      ("        &revert_action,\n    )\n    .await?;",
+       "        &revert_action,\n    )\n    .await {\n"
+       "        Err(RestoreFailure::Busy { .. }) => return Ok(Restored::Verified { detail: String::new() }),\n"
+       "        other => {\n            other?;\n        }\n    }")],
+     "@rule:runtime.opencode-session-revert"),
     ("channel-first-mention-only", DELIVERY,
      [("reached.into_iter().cloned().collect()", "reached.into_iter().take(1).cloned().collect()")],
      "@rule:runtime.apply-after-all-restores"),

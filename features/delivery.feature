@@ -178,3 +178,16 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
     And every delivery wrote its recovery point first, holding the runtime's state at that moment
     And message "m4" is visible
     And messages "m2, m2-cody, m3" are rewound tombstones
+
+  @rule:runtime.opencode-session-revert @rule:runtime.apply-after-all-restores @rule:runtime.restore-verify @ambiguity:busy-runtime-restore @ambiguity:restore-failure-wording
+  Scenario: a rewind while the agent's OpenCode prompt is still running does not revert under it
+    Given the conversation "live-agents"
+    And human "alice" has said "m1, m2" to agent "ode" in scope "dm-opencode"
+    And agent "ode" answers its next delivery only after 3000 ms
+    When human "alice" sends "a question the model takes long over" in scope "dm-opencode" as "m3"
+    And the delivery of message "m3" starts
+    And the runtime of agent "ode" is working on a delivery
+    And human "alice" rewinds to before message "m2"
+    And the started deliveries finish
+    Then the rewind failed its restore, leaving "m2, m2-ode, m3" as they were, or completed after the running delivery to agent "ode" with them rewound
+

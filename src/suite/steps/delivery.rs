@@ -706,6 +706,121 @@ async fn not_delivered_to(
     Ok(())
 }
 
+/// `Given agent "ode" answers its next delivery only after 4000 ms`: a slow model; the
+/// delivering call of the agent's current session is held that long (the runtime is busy with
+/// the prompt meanwhile).
+#[given(regex = r#"^agent "([^"]+)" answers its next delivery only after (\d+) ms$"#)]
+async fn slow_next_delivery(world: &mut RewindWorld, agent: String, ms: u64) -> anyhow::Result<()> {
+    let (_, mock) = agent_runtime(world, &agent)?;
+    let session = current_session(world, &agent)
+        .await?
+        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session yet to slow down"))?;
+    world.mocks()?.add_fault(
+        mock,
+        &session,
+        Some(delivery_call(mock)),
+        FaultKind::Hang,
+        Some(ms),
+    )?;
+    Ok(())
+}
+
+/// `When the runtime of agent "ode" is working on a delivery`: waits (10 s at most) until the
+/// agent's runtime journal shows a delivering call on its session that has not been answered.
+#[when(expr = "the runtime of agent {string} is working on a delivery")]
+async fn working_on_delivery(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    let (_, mock) = agent_runtime(world, &agent)?;
+    let session = current_session(world, &agent)
+        .await?
+        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let working = world.mocks()?.journal(mock)?.iter().any(|e| {
+            e.target.as_deref() == Some(session.as_str())
+                && e.outcome == FaultKind::Hang.outcome()
+                && (e.call.ends_with(delivery_call(mock)) || e.call.contains("/message"))
+        });
+        if working {
+            return Ok(());
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the {} runtime of agent `{agent}` received no delivery within 10 s",
+            mock.program()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// `Then the rewind failed its restore, leaving "m2, m2-ode, m3" as they were, or completed after
+/// the running delivery to agent "ode" with them rewound`: a restore that meets a runtime busy
+/// with a prompt (register `busy-runtime-restore`). Refused: a failed runtime restore, every
+/// listed message still visible, and the running prompt's answer posted once it came. Completed:
+/// every listed message a tombstone, no answer of the agent visible after them, and the runtime
+/// as it was before the first of them was delivered.
+#[then(
+    regex = r#"^the rewind failed its restore, leaving "([^"]+)" as they were, or completed after the running delivery to agent "([^"]+)" with them rewound$"#
+)]
+async fn busy_restore(world: &mut RewindWorld, names: String, agent: String) -> anyhow::Result<()> {
+    let ids: Vec<String> = id_list(&names).iter().map(|n| world.resolve(n)).collect();
+    let refused = matches!(
+        world.last_response()?,
+        rewind_conformance::sut::RewindResponse::Refused { .. }
+    );
+    let rows: Vec<(String, String, Value)> = sqlx::query_as(
+        "SELECT id, content, metadata FROM scope_messages WHERE id = ANY($1) ORDER BY seq",
+    )
+    .bind(&ids)
+    .fetch_all(world.pool()?)
+    .await
+    .context("reading the messages")?;
+    ensure!(rows.len() == ids.len(), "some of `{names}` do not exist");
+    let rewound =
+        |m: &Value| m.pointer("/messageRecall/status").and_then(Value::as_str) == Some("rewound");
+    let later: Vec<String> = sqlx::query_scalar(
+        "SELECT m.id FROM scope_messages m, scope_messages last \
+         WHERE last.id = $1 AND m.scope_id = last.scope_id AND m.seq > last.seq \
+           AND m.author_agent_id = $2 \
+           AND coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'rewound'",
+    )
+    .bind(ids.last())
+    .bind(&agent)
+    .fetch_all(world.pool()?)
+    .await
+    .context("looking for the running delivery's answer")?;
+    if refused {
+        super::runtime::refused_as_restore_failure(world).await?;
+        for (id, content, metadata) in &rows {
+            ensure!(
+                !rewound(metadata) && !content.is_empty(),
+                "the restore failed, yet message `{id}` was rewound"
+            );
+        }
+        ensure!(
+            later.len() == 1,
+            "the rewind was refused, so the running delivery's answer must be posted once; agent \
+             `{agent}` posted {later:?} after them"
+        );
+        world.take_reading("busy-runtime-restore", "refuse")
+    } else {
+        for (id, content, metadata) in &rows {
+            ensure!(
+                rewound(metadata) && content.is_empty(),
+                "the rewind completed, yet message `{id}` is not a rewound tombstone"
+            );
+        }
+        ensure!(
+            later.is_empty(),
+            "the rewind completed over the running delivery, yet agent `{agent}`'s answer to it is \
+             visible: {later:?}"
+        );
+        // The runtime must not keep the running prompt: it is where it was before the target.
+        let target = id_list(&names).into_iter().next().unwrap_or_default();
+        as_before_delivery(world, agent, target).await?;
+        world.take_reading("busy-runtime-restore", "wait-then-restore")
+    }
+}
+
 /// `Given agent "cody" fails its next delivery with "error"`: a fault on the delivering call of
 /// the agent's current runtime session.
 #[given(regex = r#"^agent "([^"]+)" fails its next deliver(?:y|ies) with "([^"]+)"$"#)]

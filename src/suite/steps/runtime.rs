@@ -357,7 +357,7 @@ const NOT_RUNTIME_ERRORS: [&str; 7] = [
 /// A failed restore is refused; section 9 gives it no text, so any wording passes that does not
 /// claim one of the non-runtime causes (ambiguity `restore-failure-wording`).
 #[then("the rewind is refused as a failed runtime restore")]
-async fn refused_as_restore_failure(world: &mut RewindWorld) -> anyhow::Result<()> {
+pub(super) async fn refused_as_restore_failure(world: &mut RewindWorld) -> anyhow::Result<()> {
     let (code, message) = match world.last_response()? {
         RewindResponse::Refused { code, message, .. } => (code.clone(), message.clone()),
         RewindResponse::Completed { status, .. } => {
