@@ -1428,3 +1428,53 @@ fn a_thread_started_by_one_process_is_resumed_by_another_with_its_turns() {
     assert!(second.close().success());
     assert_eq!(persisted_turns(home.path(), &thread_id), [one, two, three]);
 }
+
+/// Observed on the real app-server: one process at a time may load a thread. While another
+/// process holds it (idle, or after `thread/unsubscribe`), `thread/resume` is refused with
+/// "already has an active writer" and `thread/rollback` answers "thread not found"; the thread
+/// is untouched. A holder that exits, or is killed, leaves no lock.
+#[test]
+fn one_writer_per_thread_until_the_holder_exits_or_is_killed() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path(), 2);
+    let mut holder = Server::start(home.path());
+    holder.handshake(true);
+    holder.ok("thread/resume", json!({ "threadId": THREAD }));
+    let _ = holder.call("thread/unsubscribe", json!({ "threadId": THREAD }));
+
+    let mut other = Server::start(home.path());
+    other.handshake(true);
+    let (code, message) = other.err("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(code, -32600);
+    assert_eq!(
+        message,
+        format!("thread {THREAD} already has an active writer")
+    );
+    let (_, message) = other.err(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert_eq!(message, format!("thread not found: {THREAD}"));
+
+    // The holder exits: the next process writes.
+    assert!(holder.close().success());
+    let resumed = other.ok("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(
+        turn_ids(&resumed["thread"]).len(),
+        2,
+        "the thread was untouched"
+    );
+
+    // That one is killed: no lock is left behind.
+    other.kill();
+    let mut third = Server::start(home.path());
+    third.handshake(true);
+    let rolled = {
+        third.ok("thread/resume", json!({ "threadId": THREAD }));
+        third.ok(
+            "thread/rollback",
+            json!({ "threadId": THREAD, "numTurns": 1 }),
+        )
+    };
+    assert_eq!(turn_ids(&rolled["thread"]).len(), 1);
+}

@@ -401,7 +401,84 @@ pub(super) fn serve(cfg: Config) -> ExitCode {
             }
         }
     }
+    release_writers(&shared);
     ExitCode::SUCCESS
+}
+
+/// Where the process writing thread `id` is recorded. As on the real app-server, one process at
+/// a time may load a thread: another one's `thread/resume` is refused while the holder lives
+/// (idle, or after `thread/unsubscribe`), and a holder that exits or is killed leaves no lock.
+fn writer_path(shared: &Shared, id: &str) -> PathBuf {
+    crate::mock_dir(&shared.cfg.home)
+        .join("writers")
+        .join(format!("{id}.pid"))
+}
+
+/// Whether process `pid` still runs (a zombie, exited but not reaped yet, does not).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| !matches!(state, 'Z' | 'X')),
+        Err(_) => false,
+    }
+}
+
+/// Takes the writer lock of thread `id` for this process, or answers the real refusal when
+/// another live process holds it.
+fn take_writer(shared: &Shared, id: &str) -> Result<(), RpcError> {
+    let path = writer_path(shared, id);
+    let me = std::process::id();
+    let failed = |e: std::io::Error| RpcError::internal(format!("failed to lock thread {id}: {e}"));
+    for _ in 0..3 {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => match text.trim().parse::<u32>() {
+                Ok(pid) if pid == me => return Ok(()),
+                Ok(pid) if process_alive(pid) => {
+                    return Err(RpcError::invalid(format!(
+                        "thread {id} already has an active writer"
+                    )))
+                }
+                // A holder that is gone, or a torn file: the lock is free.
+                _ => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(failed(e)),
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                return file.write_all(me.to_string().as_bytes()).map_err(failed);
+            }
+            // Another process took it in between: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    Err(RpcError::invalid(format!(
+        "thread {id} already has an active writer"
+    )))
+}
+
+/// Gives up the writer locks this process holds (at exit).
+fn release_writers(shared: &Shared) {
+    let me = std::process::id().to_string();
+    let loaded: Vec<String> = shared.session().loaded.iter().cloned().collect();
+    for id in loaded {
+        let path = writer_path(shared, &id);
+        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == me) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
@@ -842,7 +919,7 @@ fn thread_start(shared: &Arc<Shared>, p: ThreadStartParams) -> Handled {
         &cwd,
         &shared.cfg.version.to_string(),
     );
-    if let Err(e) = save(shared, &state) {
+    if let Err(e) = take_writer(shared, &id).and_then(|()| save(shared, &state)) {
         return Handled::from(Err(e));
     }
     session.loaded.insert(id.clone());
@@ -860,6 +937,7 @@ fn thread_resume(shared: &Arc<Shared>, raw_id: &str, bend: Bend) -> Result<Value
     let Some(mut state) = load(shared, &id)? else {
         return Err(unknown_thread("thread/resume", &id));
     };
+    take_writer(shared, &id)?;
     if !bend.no_effect {
         // A turn left running by a process that is gone is interrupted for good.
         if !session.active.contains_key(&id)
