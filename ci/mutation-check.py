@@ -471,6 +471,16 @@ MUTATIONS = [
        "        Err(RestoreFailure::Busy { .. }) => return Ok(Restored::Verified { detail: String::new() }),\n"
        "        other => {\n            other?;\n        }\n    }")],
      "@rule:runtime.opencode-session-revert"),
+    ("codex-held-thread-taken-as-restored", CODEX,
+     [("            &format!(\"thread/resume {thread_id}\"),\n            thread_id,\n        )\n        .await?;\n    let before",
+       "            &format!(\"thread/resume {thread_id}\"),\n            thread_id,\n        )\n        .await;\n"
+       "    let resumed = match resumed {\n"
+       "        Err(e) if e.to_string().contains(\"active writer\") => {\n"
+       "            return Ok(Restored::Verified { detail: String::new() })\n"
+       "        }\n"
+       "        other => other?,\n"
+       "    };\n    let before")],
+     "@rule:runtime.codex-thread-rollback"),
     ("channel-first-mention-only", DELIVERY,
      [("reached.into_iter().cloned().collect()", "reached.into_iter().take(1).cloned().collect()")],
      "@rule:runtime.apply-after-all-restores"),

@@ -34,6 +34,16 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And no rewind operation is recorded but a failed one
     And the codex session of agent "cody" is as seeded
 
+  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores @rule:runtime.restore-verify @ambiguity:restore-failure-wording
+  Scenario: a codex thread another app-server holds is not rolled back, and nothing is applied
+    Given the conversation "runtime-agents"
+    And another codex app-server holds the thread of agent "cody"
+    When human "alice" rewinds to before message "codex-3"
+    Then the rewind is refused as a failed runtime restore
+    And messages "codex-3, codex-4" are untouched
+    And no rewind operation is recorded but a failed one
+    And the codex session of agent "cody" is as seeded
+
   @rule:runtime.claude-resume-session-at @rule:runtime.claude-recovery-ref @rule:runtime.claude-no-rewind-files @rule:runtime.formal-strategies @rule:sem.no-workspace-restore @rule:runtime.restore-verify @ambiguity:claude-restore-evidence
   Scenario: a claude agent resumes its session at the boundary before the target, without rewinding files
     Given the conversation "runtime-agents"

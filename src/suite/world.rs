@@ -141,6 +141,9 @@ pub struct RewindWorld {
     pub deliveries: Vec<DeliveryRecord>,
     /// Runtime states noted by agent: the session and its effective ids.
     pub noted: BTreeMap<String, (String, Vec<String>)>,
+    /// Runtime processes the harness keeps running for the scenario (e.g. a codex app-server
+    /// holding an agent's thread); killed when the scenario ends.
+    pub runtime_holders: Vec<RuntimeHolder>,
     /// Deliveries started in the background (a send first, for some), not yet awaited.
     pub started_deliveries: Vec<StartedDelivery>,
     /// A rewind started in the background, not yet awaited.
@@ -166,6 +169,18 @@ pub struct DeliveryRecord {
     pub witnessed_before: usize,
     /// See `witnessed_before`.
     pub witnessed_after: usize,
+}
+
+/// A runtime process the harness holds open (killed on drop).
+pub struct RuntimeHolder {
+    /// The process.
+    pub child: tokio::process::Child,
+    /// Its stdin and stdout, kept open: closing stdin would end an app-server, and a closed
+    /// stdout would make it write into a closed pipe.
+    pub _pipes: (
+        tokio::process::ChildStdin,
+        tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    ),
 }
 
 /// A delivery started in the background.
@@ -319,6 +334,9 @@ impl RewindWorld {
         }
         if let Some((_, task)) = self.started.take() {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;
+        }
+        for mut holder in std::mem::take(&mut self.runtime_holders) {
+            let _ = holder.child.kill().await;
         }
         if let Some(mut mocks) = self.mocks.take() {
             mocks.stop().await;

@@ -194,6 +194,70 @@ async fn delay_restore(
 }
 
 /// Restarts the OpenCode server with snapshots on (reverting would roll back files too).
+/// `Given another codex app-server holds the thread of agent "cody"`: the harness starts an app-server
+/// of its own and resumes the agent's thread in it, as a daemon's live session would, and
+/// keeps it running. A real app-server lets one process at a time load a thread.
+#[given(expr = "another codex app-server holds the thread of agent {string}")]
+async fn another_writer(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let (_, mock, thread) = agent_session(world, &agent)?;
+    ensure!(
+        mock == MockRuntime::Codex,
+        "agent `{agent}` is not a codex agent"
+    );
+    let thread = thread.to_owned();
+    let endpoints = world.mocks()?.endpoints();
+    let mut child = tokio::process::Command::new(&endpoints.codex_program)
+        .args(&endpoints.codex_args)
+        .envs(&endpoints.codex_env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the holding codex app-server")?;
+    let mut stdin = child.stdin.take().context("the app-server's stdin")?;
+    let stdout = child.stdout.take().context("the app-server's stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let requests = [
+        serde_json::json!({ "id": 1, "method": "initialize", "params": { "clientInfo": { "name": "rewind-harness", "version": "1" }, "capabilities": { "experimentalApi": true } } }),
+        serde_json::json!({ "method": "initialized" }),
+        serde_json::json!({ "id": 2, "method": "thread/resume", "params": { "threadId": thread } }),
+    ];
+    for request in requests {
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .context("writing to the holding app-server")?;
+    }
+    stdin
+        .flush()
+        .await
+        .context("writing to the holding app-server")?;
+    let answer = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = lines.next_line().await? {
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if value.get("id") == Some(&serde_json::json!(2)) {
+                return Ok(value);
+            }
+        }
+        anyhow::Ok(serde_json::Value::Null)
+    })
+    .await
+    .context("the holding app-server did not answer thread/resume within 10 s")??;
+    ensure!(
+        answer.get("result").is_some(),
+        "the holding app-server could not resume thread `{thread}`: {answer}"
+    );
+    world
+        .runtime_holders
+        .push(crate::suite::world::RuntimeHolder {
+            child,
+            _pipes: (stdin, lines),
+        });
+    Ok(())
+}
+
 #[given("the opencode server keeps file snapshots")]
 async fn opencode_snapshots(world: &mut RewindWorld) -> anyhow::Result<()> {
     let mocks = world
