@@ -420,8 +420,8 @@ MUTATIONS = [
     ("claude-boundary-after-turn", CLAUDE,
      [("    commit(point).await.map_err(DeliveryError::Commit)?;\n\n    let session_id = plan.session_id();",
        "    let session_id = plan.session_id();"),
-      ("    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;\n    Ok(answer_text(&lines))",
-       "    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;\n"
+      ("    judge_run(&lines, &stderr, exit, session_id, &action)?;\n    Ok(answer_text(&lines))",
+       "    judge_run(&lines, &stderr, exit, session_id, &action)?;\n"
        "    let after = plan_session(settings, Some(session_id))?;\n"
        "    commit(PointToCommit { recovery_ref: after.recovery_ref(), new_session: point.new_session })\n"
        "        .await\n        .map_err(DeliveryError::Commit)?;\n"

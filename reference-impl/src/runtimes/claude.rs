@@ -67,44 +67,8 @@ pub async fn restore(
     boundary_uuid: &str,
 ) -> Result<Restored, RestoreFailure> {
     let action = format!("resuming session {session_id} at {boundary_uuid}");
-    let mut command = Command::new(&settings.program);
-    command
-        .args(restore_args(session_id, boundary_uuid))
-        .current_dir(&settings.cwd)
-        .envs(settings.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| RestoreFailure::Unreachable {
-        runtime: RUNTIME,
-        detail: format!("cannot start {}: {e}", settings.program.display()),
-    })?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let finished = tokio::time::timeout(timeout, async {
-        let (lines, err) = tokio::join!(read_lines(stdout), read_all(stderr));
-        let status = child.wait().await;
-        (lines, err, status)
-    })
-    .await;
-    let (lines, stderr, status) = match finished {
-        Ok(done) => done,
-        Err(_) => {
-            let _ = child.kill().await;
-            return Err(RestoreFailure::Timeout {
-                runtime: RUNTIME,
-                action,
-                timeout_ms: timeout.as_millis(),
-            });
-        }
-    };
-    let status = status.map_err(|e| RestoreFailure::Crashed {
-        runtime: RUNTIME,
-        action: action.clone(),
-        detail: format!("cannot wait for the process: {e}"),
-    })?;
-    let exit = ExitInfo::of(&status);
+    let args = restore_args(session_id, boundary_uuid);
+    let (lines, stderr, exit) = run_cli(settings, &args, None, timeout, &action).await?;
     judge_run(&lines, &stderr, exit, session_id, &action)?;
 
     let path = transcript_file(settings, session_id);
@@ -325,12 +289,33 @@ where
         SessionPlan::Resume { .. } => format!("delivering a prompt to session {session_id}"),
         SessionPlan::New { .. } => format!("delivering a prompt to new session {session_id}"),
     };
+    let line = user_line(input);
+    let (lines, stderr, exit) =
+        run_cli(settings, &plan.args(), Some(&line), timeout, &action).await?;
+    judge_run(&lines, &stderr, exit, session_id, &action)?;
+    Ok(answer_text(&lines))
+}
+
+/// Runs the CLI once with `args` in the agent's working directory and environment, `input`
+/// written on stdin (then closed; no input: stdin is `/dev/null`), bounded by `timeout`;
+/// answers its stdout lines, its stderr and how it exited.
+async fn run_cli(
+    settings: &ClaudeSettings,
+    args: &[String],
+    input: Option<&str>,
+    timeout: Duration,
+    action: &str,
+) -> Result<(Vec<String>, String, ExitInfo), RestoreFailure> {
     let mut command = Command::new(&settings.program);
     command
-        .args(plan.args())
+        .args(args)
         .current_dir(&settings.cwd)
         .envs(settings.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -341,12 +326,11 @@ where
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let line = user_line(input);
     let finished = tokio::time::timeout(timeout, async {
         let write = async {
-            if let Some(mut stdin) = stdin {
+            if let (Some(mut stdin), Some(input)) = (stdin, input) {
                 // A CLI that exits before reading its input is judged by its exit below.
-                let _ = stdin.write_all(line.as_bytes()).await;
+                let _ = stdin.write_all(input.as_bytes()).await;
                 let _ = stdin.flush().await;
             }
         };
@@ -361,19 +345,17 @@ where
             let _ = child.kill().await;
             return Err(RestoreFailure::Timeout {
                 runtime: RUNTIME,
-                action,
+                action: action.to_owned(),
                 timeout_ms: timeout.as_millis(),
-            }
-            .into());
+            });
         }
     };
     let status = status.map_err(|e| RestoreFailure::Crashed {
         runtime: RUNTIME,
-        action: action.clone(),
+        action: action.to_owned(),
         detail: format!("cannot wait for the process: {e}"),
     })?;
-    judge_run(&lines, &stderr, ExitInfo::of(&status), session_id, &action)?;
-    Ok(answer_text(&lines))
+    Ok((lines, stderr, ExitInfo::of(&status)))
 }
 
 /// The CLI arguments of a restore.

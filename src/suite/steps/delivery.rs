@@ -16,7 +16,7 @@ use rewind_mock_runtimes::faults::FaultKind;
 use serde_json::Value;
 
 use super::id_list;
-use crate::suite::world::{context, DeliveryRecord, RewindWorld, StartedDelivery};
+use crate::suite::world::{DeliveryRecord, RewindWorld, StartedDelivery};
 
 /// The nil UUID, one of the zero boundary's accepted shapes (register `claude-zero-boundary`).
 const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
@@ -32,18 +32,7 @@ fn delivery_call(mock: MockRuntime) -> &'static str {
 
 /// The agent's runtime id (from the fixture) and the mock that serves it.
 fn agent_runtime(world: &RewindWorld, agent: &str) -> anyhow::Result<(String, MockRuntime)> {
-    let ctx = context()?;
-    let fixture = world
-        .fixture
-        .as_deref()
-        .and_then(|f| ctx.fixtures.get(f))
-        .ok_or_else(|| anyhow!("the scenario has no fixture"))?;
-    let runtime = fixture
-        .agents
-        .iter()
-        .find(|a| a.id == agent)
-        .map(|a| a.runtime.clone())
-        .ok_or_else(|| anyhow!("agent `{agent}` is not in the fixture"))?;
+    let runtime = super::runtime::fixture_runtime(world, agent)?;
     let mock = MockRuntime::for_runtime(&runtime)
         .ok_or_else(|| anyhow!("agent `{agent}` runs on `{runtime}`, which no mock serves"))?;
     Ok((runtime, mock))
@@ -82,6 +71,27 @@ async fn deliver(world: &mut RewindWorld, name: &str) -> anyhow::Result<Delivery
     });
     world.collect_events().await?;
     Ok(report)
+}
+
+/// The delivery of `record`'s message (named `name`) to `agent`, as the implementation
+/// reported it.
+fn delivery_to<'a>(
+    record: &'a DeliveryRecord,
+    name: &str,
+    agent: &str,
+) -> anyhow::Result<&'a rewind_conformance::sut::Delivery> {
+    record
+        .report
+        .deliveries
+        .iter()
+        .find(|d| d.agent_id == agent)
+        .ok_or_else(|| {
+            anyhow!(
+                "message `{name}` was not delivered to agent `{agent}`; the implementation \
+                 reported {:?}",
+                record.report.deliveries
+            )
+        })
 }
 
 fn record<'a>(world: &'a RewindWorld, name: &str) -> anyhow::Result<&'a DeliveryRecord> {
@@ -354,18 +364,7 @@ async fn every_point_first(world: &mut RewindWorld) -> anyhow::Result<()> {
 #[then(expr = "agent {string} answered {string}")]
 async fn answered(world: &mut RewindWorld, agent: String, name: String) -> anyhow::Result<()> {
     let record = record(world, &name)?.clone();
-    let delivery = record
-        .report
-        .deliveries
-        .iter()
-        .find(|d| d.agent_id == agent)
-        .ok_or_else(|| {
-            anyhow!(
-                "message `{name}` was not delivered to agent `{agent}`; the implementation \
-                 reported {:?}",
-                record.report.deliveries
-            )
-        })?;
+    let delivery = delivery_to(&record, &name, &agent)?;
     ensure!(
         delivery.outcome == DeliveryOutcome::Delivered,
         "the delivery of `{name}` to agent `{agent}` failed: {}",
@@ -411,18 +410,7 @@ async fn answered(world: &mut RewindWorld, agent: String, name: String) -> anyho
 #[then(expr = "agent {string} took {string} without answering")]
 async fn took_silently(world: &mut RewindWorld, agent: String, name: String) -> anyhow::Result<()> {
     let record = record(world, &name)?.clone();
-    let delivery = record
-        .report
-        .deliveries
-        .iter()
-        .find(|d| d.agent_id == agent)
-        .ok_or_else(|| {
-            anyhow!(
-                "message `{name}` was not delivered to agent `{agent}`; the implementation \
-                 reported {:?}",
-                record.report.deliveries
-            )
-        })?;
+    let delivery = delivery_to(&record, &name, &agent)?;
     ensure!(
         delivery.outcome == DeliveryOutcome::Delivered && delivery.reply_message_id.is_none(),
         "the runtime took `{name}` and answered without text, so the delivery is delivered \
@@ -616,17 +604,7 @@ async fn delivery_failed(
     agent: String,
 ) -> anyhow::Result<()> {
     let record = record(world, &name)?.clone();
-    let delivery = record
-        .report
-        .deliveries
-        .iter()
-        .find(|d| d.agent_id == agent)
-        .ok_or_else(|| {
-            anyhow!(
-                "message `{name}` was not handed to agent `{agent}`; the implementation reported {:?}",
-                record.report.deliveries
-            )
-        })?;
+    let delivery = delivery_to(&record, &name, &agent)?;
     ensure!(
         delivery.outcome == DeliveryOutcome::Failed && delivery.reply_message_id.is_none(),
         "the runtime failed the delivery, but the implementation reported {delivery:?}"

@@ -30,19 +30,23 @@ fn agent_session<'a>(
     let (mock, session) = mocks.session_of(agent).ok_or_else(|| {
         anyhow!("agent `{agent}` has no runtime session in the fixture (`runtime_sessions`)")
     })?;
+    Ok((fixture_runtime(world, agent)?, mock, session))
+}
+
+/// The agent's runtime id in the scenario's fixture.
+pub(super) fn fixture_runtime(world: &RewindWorld, agent: &str) -> anyhow::Result<String> {
     let ctx = context()?;
     let fixture = world
         .fixture
         .as_deref()
         .and_then(|f| ctx.fixtures.get(f))
         .ok_or_else(|| anyhow!("the scenario has no fixture"))?;
-    let runtime = fixture
+    fixture
         .agents
         .iter()
         .find(|a| a.id == agent)
         .map(|a| a.runtime.clone())
-        .ok_or_else(|| anyhow!("agent `{agent}` is not in the fixture"))?;
-    Ok((runtime, mock, session))
+        .ok_or_else(|| anyhow!("agent `{agent}` is not in the fixture"))
 }
 
 /// The fixture's recovery point of `agent` for `message` (the database row is consumed by the
