@@ -337,9 +337,25 @@ MUTATIONS = [
        "    let num_turns = turns_to_drop(before.len(), turn_count + 1)?;")],
      "@rule:runtime.codex-recovery-ref"),
     ("claude-rewinds-files", CLAUDE,
-     [('        format!("--resume-session-at={boundary_uuid}"),\n',
-       '        format!("--resume-session-at={boundary_uuid}"),\n        "--rewind-files".to_owned(),\n')],
+     [('    args.push(format!("--resume-session-at={boundary_uuid}"));\n',
+       '    args.push(format!("--resume-session-at={boundary_uuid}"));\n    args.push("--rewind-files".to_owned());\n')],
      "@rule:runtime.claude-no-rewind-files"),
+    # The prompt-less `--resume-session-at` run is trusted as the restore: nothing is bound to
+    # the next delivery, which then continues from the old leaf (the real CLI's behaviour).
+    ("claude-boundary-not-bound", CLAUDE,
+     [("    write_pending(settings, session_id, boundary_uuid)?;\n", "")],
+     "@rule:runtime.claude-recovery-ref"),
+    # The boundary stays bound after the delivery that applied it: every later delivery
+    # rewinds again.
+    ("claude-boundary-applied-twice", CLAUDE,
+     [("        verify_continues_from(settings, session_id, boundary, &known)?;\n        clear_pending(settings, session_id)?;\n",
+       "        verify_continues_from(settings, session_id, boundary, &known)?;\n")],
+     "@rule:runtime.claude-recovery-ref"),
+    # A delivery that applies a bound boundary is not checked: a run without effect uses the
+    # boundary up, and the rewind is lost.
+    ("claude-bound-delivery-unverified", CLAUDE,
+     [("        verify_continues_from(settings, session_id, boundary, &known)?;\n", "")],
+     "@rule:runtime.claude-resume-session-at and @rule:runtime.restore-verify"),
     ("opencode-snapshots-accepted", OPENCODE,
      [("        Some(Value::Bool(false)) => Ok(()),", "        Some(_) | None => Ok(()),")],
      "@rule:runtime.opencode-context-only"),
@@ -420,8 +436,8 @@ MUTATIONS = [
     ("claude-boundary-after-turn", CLAUDE,
      [("    commit(point).await.map_err(DeliveryError::Commit)?;\n\n    let session_id = plan.session_id();",
        "    let session_id = plan.session_id();"),
-      ("    judge_run(&lines, &stderr, exit, session_id, &action)?;\n    Ok(answer_text(&lines))",
-       "    judge_run(&lines, &stderr, exit, session_id, &action)?;\n"
+      ("        clear_pending(settings, session_id)?;\n    }\n    Ok(answer_text(&lines))",
+       "        clear_pending(settings, session_id)?;\n    }\n"
        "    let after = plan_session(settings, Some(session_id))?;\n"
        "    commit(PointToCommit { recovery_ref: after.recovery_ref(), new_session: point.new_session })\n"
        "        .await\n        .map_err(DeliveryError::Commit)?;\n"

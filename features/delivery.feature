@@ -44,14 +44,15 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
       | opencode | ode   | dm-opencode |
       | builtin  | bix   | dm-builtin  |
 
-  @rule:runtime.recovery-point-before-delivery @rule:runtime.codex-recovery-ref @rule:runtime.claude-recovery-ref @rule:runtime.opencode-recovery-ref @ambiguity:claude-zero-boundary
+  @rule:runtime.recovery-point-before-delivery @rule:runtime.codex-recovery-ref @rule:runtime.claude-recovery-ref @rule:runtime.opencode-recovery-ref @ambiguity:claude-zero-boundary @ambiguity:claude-restore-evidence
   Scenario Outline: after a rewind the next delivery continues from the restored state, and its point agrees (<runtime>)
     Given the conversation "live-agents"
     And human "alice" has said "m1, m2, m3" to agent "<agent>" in scope "<scope>"
     When human "alice" rewinds to before message "m2"
     Then the rewind completes
-    Given human "alice" has said "m4" to agent "<agent>" in scope "<scope>"
+    Given human "alice" has said "m4, m5" to agent "<agent>" in scope "<scope>"
     Then agent "<agent>" received "m4" in the state it had before "m2"
+    And agent "<agent>" received "m5" right after its answer to "m4"
     And every delivery wrote its recovery point first, holding the runtime's state at that moment
 
     Examples:
@@ -60,6 +61,20 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
       | claude   | clio  | dm-claude   |
       | opencode | ode   | dm-opencode |
       | builtin  | bix   | dm-builtin  |
+
+  @rule:runtime.restore-verify @rule:runtime.claude-resume-session-at @ambiguity:claude-restore-evidence
+  Scenario: a claude delivery that does not continue from the restored boundary does not use the boundary up
+    Given the conversation "live-agents"
+    And human "alice" has said "m1, m2, m3" to agent "clio" in scope "dm-claude"
+    When human "alice" rewinds to before message "m2"
+    Then the rewind completes
+    And the runtime of agent "clio" is as it was before "m2" was delivered
+    Given agent "clio" fails its next delivery with "success-without-effect"
+    When human "alice" sends "are you there?" in scope "dm-claude" as "m4"
+    And message "m4" is delivered
+    Given the runtime of agent "clio" answers normally again
+    And human "alice" has said "m5" to agent "clio" in scope "dm-claude"
+    Then agent "clio" received "m5" in the state it had before "m2"
 
   @rule:runtime.recovery-point-before-delivery @rule:sem.runtime-restore-first @rule:runtime.apply-after-all-restores @rule:runtime.codex-recovery-ref @rule:runtime.opencode-recovery-ref
   Scenario: two agents mentioned in one channel are each restored to their own state before the target
@@ -108,6 +123,7 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
     Then the delivery of "m2" to agent "<agent>" failed, and nothing answered it
     And the runtime of agent "<agent>" is as noted
     And any recovery point the failed delivery of "m2" to agent "<agent>" left restores the noted state
+    Given the runtime of agent "<agent>" answers normally again
     When human "alice" rewinds to before message "m2"
     Then the rewind completes
     And the runtime of agent "<agent>" is as noted

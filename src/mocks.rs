@@ -641,6 +641,27 @@ impl MockRuntimes {
             .map_err(io(format!("writing {}", path.display())))
     }
 
+    /// The release `runtime`'s mock imitates in this scenario.
+    pub fn release(&self, runtime: MockRuntime) -> String {
+        match runtime {
+            MockRuntime::Codex => self
+                .codex_version
+                .clone()
+                .unwrap_or_else(|| codex::DEFAULT_VERSION.to_owned()),
+            MockRuntime::Claude => rewind_mock_runtimes::claude::VERSION.to_owned(),
+            MockRuntime::OpenCode => rewind_mock_runtimes::opencode::VERSION.to_owned(),
+        }
+    }
+
+    /// Lifts every fault planted on `target`.
+    pub fn clear_faults(&self, runtime: MockRuntime, target: &str) -> Result<(), MockError> {
+        let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
+        let mut plan = FaultPlan::load(&path).map_err(MockError::Faults)?;
+        plan.rules.retain(|rule| rule.target != target);
+        plan.save(&path)
+            .map_err(io(format!("writing {}", path.display())))
+    }
+
     /// The variable that points a mock at the delivery witness, when there is one.
     fn witness_env(&self) -> impl Iterator<Item = (String, String)> + '_ {
         self.witness

@@ -258,12 +258,34 @@ fn a_new_session_answers_in_stream_json_and_keeps_a_chained_transcript() {
             "user entry lacks {field}: {entry}"
         );
     }
-    let parent = entry["parentUuid"].as_str().unwrap();
+    // As the real CLI: the first turn's attachments follow its user entry, on the chain to
+    // the answer; the second turn has none, and a `mode` record follows it.
+    assert_eq!(entry["parentUuid"], Value::Null);
+    let kinds: Vec<&str> = raw
+        .iter()
+        .filter(|l| l["type"] == "attachment")
+        .map(|l| l["attachment"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["agent_listing_delta", "skill_listing"]);
+    let first_attachment = raw.iter().find(|l| l["type"] == "attachment").unwrap();
+    assert_eq!(first_attachment["parentUuid"], given);
+    let answer = raw.iter().find(|l| l["uuid"] == chain[1].uuid).unwrap();
+    let parent = answer["parentUuid"].as_str().unwrap();
     let attachment = raw.iter().find(|l| l["uuid"] == parent).unwrap();
     assert_eq!(
         attachment["type"], "attachment",
-        "a user's parent may be an attachment"
+        "the first answer's parent is the last attachment"
     );
+    assert_eq!(
+        chain[3].parent_uuid.as_deref(),
+        Some(chain[2].uuid.as_str())
+    );
+    assert_eq!(
+        raw.iter().filter(|l| l["type"] == "mode").count(),
+        1,
+        "one mode record after the second turn"
+    );
+    assert_eq!(raw.last().unwrap()["type"], "mode");
     let marker = raw
         .iter()
         .rev()
@@ -346,31 +368,22 @@ fn a_plain_resume_continues_the_chain_in_the_same_file() {
 }
 
 #[test]
-fn a_restore_without_prompt_moves_the_live_leaf_to_the_boundary() {
+fn a_restore_without_prompt_validates_the_boundary_and_changes_nothing() {
     let env = Env::new();
     env.seed();
     let before = std::fs::read_to_string(env.transcript(SESSION)).unwrap();
+    // As the real CLI 2.1.197: exit 0, nothing at all on stdout or stderr, nothing written.
     let out = restore(&env, SESSION, A1);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let lines = stdout_lines(&out);
-    assert_eq!(lines.len(), 2);
-    assert_eq!(lines[0]["subtype"], "init");
-    assert_eq!(lines[0]["session_id"], SESSION);
-    assert_eq!(lines[1]["type"], "result");
-    assert_eq!(lines[1]["subtype"], "success");
-    assert_eq!(lines[1]["is_error"], false);
-    assert_eq!(lines[1]["num_turns"], 0);
-    assert_eq!(env.uuids(SESSION), [U1, A1]);
-    // The rewound turn stays on disk, off the live chain; a leaf marker was appended.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(stderr(&out), "");
     let after = std::fs::read_to_string(env.transcript(SESSION)).unwrap();
-    assert!(after.starts_with(&before));
-    let added: Vec<Value> = after[before.len()..]
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(added.len(), 1);
-    assert_eq!(added[0]["type"], "last-prompt");
-    assert_eq!(added[0]["leafUuid"], A1);
+    assert_eq!(after, before, "a restore without a prompt writes nothing");
+    assert_eq!(env.uuids(SESSION), [U1, A1, U2, A2]);
 
     let journal = env.journal();
     let call = journal.last().unwrap();
@@ -383,42 +396,60 @@ fn a_restore_without_prompt_moves_the_live_leaf_to_the_boundary() {
         .iter()
         .any(|a| a.as_str().unwrap().contains("rewind-files")));
 
-    // A later plain resume continues from the boundary.
+    // So a later plain resume continues from the old leaf: the rewind is lost.
     let mut args = STREAM.to_vec();
     let resume = format!("--resume={SESSION}");
     args.push(&resume);
-    let out = env.run(&args, &[user("after the rewind", None)]);
+    let out = env.run(&args, &[user("after the restore", None)]);
     assert!(out.status.success(), "{}", stderr(&out));
     let chain = env.chain(SESSION);
-    assert_eq!(chain.len(), 4);
-    assert_eq!(chain[1].uuid, A1);
-    assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
-    assert_eq!(chain[2].text, "after the rewind");
+    assert_eq!(chain.len(), 6);
+    assert_eq!(chain[4].parent_uuid.as_deref(), Some(A2));
 
-    // The abandoned turn is no longer on the live chain: resuming at it fails.
-    let out = restore(&env, SESSION, A2);
+    // The boundary is still validated: an unknown uuid fails as before.
+    let unknown = "00000000-0000-4000-8000-0000000000ff";
+    let out = restore(&env, SESSION, unknown);
     assert_eq!(out.status.code(), Some(1));
     let lines = stdout_lines(&out);
     assert_eq!(
         lines[0]["errors"][0],
-        format!("No message found with message.uuid of: {A2}")
+        format!("No message found with message.uuid of: {unknown}")
     );
 }
 
 #[test]
-fn a_resume_at_with_a_prompt_chains_the_new_turn_from_the_boundary() {
+fn the_boundary_takes_effect_with_the_next_prompt_and_later_resumes_follow_it() {
     let env = Env::new();
     env.seed();
-    let args = restore_args(SESSION, U2);
+    let args = restore_args(SESSION, A1);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = env.run(&args, &[user("instead", None)]);
+    let out = env.run(&args, &[user("instead of two", None)]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_lines(&out)[0]["subtype"], "init");
     let chain = env.chain(SESSION);
-    let uuids: Vec<_> = chain.iter().map(|e| e.uuid.as_str()).collect();
-    assert_eq!(&uuids[..3], [U1, A1, U2]);
-    assert_eq!(chain.len(), 5);
-    assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
-    assert_eq!(chain[3].text, "instead");
+    assert_eq!(chain.len(), 4);
+    assert_eq!(&env.uuids(SESSION)[..2], [U1, A1]);
+    assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
+    assert_eq!(chain[2].text, "instead of two");
+
+    // A later plain resume follows the new leaf, and the rewound turn is off the chain.
+    let mut resume_args = STREAM.to_vec();
+    let resume = format!("--resume={SESSION}");
+    resume_args.push(&resume);
+    let out = env.run(&resume_args, &[user("three", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let later = env.chain(SESSION);
+    assert_eq!(later.len(), 6);
+    assert_eq!(
+        later[4].parent_uuid.as_deref(),
+        Some(chain[3].uuid.as_str())
+    );
+    let out = restore(&env, SESSION, A2);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout_lines(&out)[0]["errors"][0],
+        format!("No message found with message.uuid of: {A2}")
+    );
 }
 
 #[test]
@@ -646,7 +677,7 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     env.fault("resume-at", FaultKind::NoEffect, None);
     let out = restore(&env, SESSION, A1);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout_lines(&out)[1]["subtype"], "success");
+    assert!(out.stdout.is_empty(), "a prompt-less run prints nothing");
     assert_eq!(env.uuids(SESSION), chain, "no_effect changes nothing");
     assert_eq!(last_call(&env).outcome, "fault:no_effect");
 
@@ -664,7 +695,11 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     let out = restore(&env, SESSION, A1);
     assert!(started.elapsed() >= Duration::from_millis(400));
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(env.uuids(SESSION), [U1, A1]);
+    assert_eq!(
+        env.uuids(SESSION),
+        chain,
+        "a prompt-less run changes nothing"
+    );
     assert_eq!(last_call(&env).outcome, "fault:hang");
 
     env.fault("resume-at", FaultKind::Hang, None);
@@ -677,13 +712,13 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     let out = child.wait_with_output().unwrap();
     assert!(out.stdout.is_empty());
     assert_eq!(last_call(&env).outcome, "fault:hang");
-    assert_eq!(env.uuids(SESSION), [U1, A1]);
+    assert_eq!(env.uuids(SESSION), chain);
 
     // A fault for another call does not fire on the restore.
     env.fault("resume", FaultKind::Error, None);
     let out = restore(&env, SESSION, U1);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(env.uuids(SESSION), [U1]);
+    assert_eq!(env.uuids(SESSION), chain);
     assert_eq!(last_call(&env).outcome, "ok");
 }
 
@@ -899,17 +934,22 @@ fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
     let chain = env.chain(SESSION);
     assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
 
-    // A prompt-less restore moves the leaf without a delivery; the next prompt chains there.
+    // A prompt-less restore moves nothing and delivers nothing: the next plain resume
+    // continues from the live leaf, the answer to "instead".
     let out = restore(&env, SESSION, A1);
     assert!(out.status.success(), "{}", stderr(&out));
+    let live: Vec<String> = env.uuids(SESSION);
     let resume = format!("--resume={SESSION}");
     let args = with(&STREAM, &[resume.as_str()]);
     let out = env.run_witnessed(&refs(&args), &[user("later", None)], Some(witness.url()));
     assert!(out.status.success(), "{}", stderr(&out));
     let seen = witness.seen();
     assert_eq!(seen.len(), 2);
-    assert_eq!(seen[1].request.before["leafUuid"], A1);
-    assert_eq!(seen[1].request.before["chain"], json!([U1, A1]));
+    assert_eq!(
+        seen[1].request.before["leafUuid"],
+        live.last().unwrap().as_str()
+    );
+    assert_eq!(seen[1].request.before["chain"], json!(live));
 
     // A fork is announced on its source session.
     let args = with(&STREAM, &[resume.as_str(), "--fork-session"]);

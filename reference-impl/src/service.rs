@@ -343,7 +343,7 @@ impl Rewinder {
             let result = runtimes::restore(settings, target).await;
             let result = match result {
                 Ok(Restored::FreshSession) => self.start_fresh_session(&target.agent_id).await,
-                Ok(Restored::Verified { detail }) => {
+                Ok(Restored::Verified { detail } | Restored::Bound { detail }) => {
                     tracing::debug!(agent = target.agent_id, "runtime restored: {detail}");
                     Ok(())
                 }

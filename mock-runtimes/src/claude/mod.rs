@@ -26,20 +26,31 @@
 //!   A stdin line that is not JSON: `Error parsing streaming input line: <line>: <error>` on
 //!   stderr, exit 1.
 //! - stdout with stream-json: `system/init` (`session_id`, `cwd`, `model`, `permissionMode`,
-//!   `claude_code_version`, ...), then per stdin user message an `assistant` message (the reply
+//!   `claude_code_version`, ...), printed with the first prompt (a stream-json run whose stdin
+//!   ends without a user message prints nothing at all and exits 0, as the real CLI does),
+//!   then per stdin user message an `assistant` message (the reply
 //!   is [`crate::reply_to`] of the message's text, no model is called; an empty reply is an
 //!   assistant message with an empty text block and a `result` of `""`) and a `result` line
 //!   (`subtype: "success"`, `is_error`, `session_id`, `num_turns`, `result`, `usage`, ...);
 //!   `control_request`s get a `control_response`; `keep_alive` and `control_response` lines
 //!   are ignored.
+//! - A RESTORE WITHOUT A PROMPT DOES NOTHING, as on the real CLI 2.1.197: `--resume=<id>
+//!   --resume-session-at=<uuid>` with no user message on stdin validates the session and the
+//!   uuid (the load errors below), then exits 0 with no output and writes nothing, so a later
+//!   plain `--resume` continues from the old leaf. The boundary takes effect only together
+//!   with a prompt: that run's user entry gets `parentUuid = <uuid>`, and later plain
+//!   `--resume` runs follow the new leaf.
 //! - Transcripts in `$CLAUDE_CONFIG_DIR` (default `$HOME/.claude`) `/projects/<slug>/<id>.jsonl`
-//!   (see [`project_slug`]): per prompt the `queue-operation` records, an `attachment` chain
-//!   entry, the `user` entry (a `uuid` given on the stdin message is kept), the `assistant`
-//!   entry, then `last-prompt {lastPrompt, leafUuid}`. A resumed session is found in the
-//!   project of the working directory first, then in any other project, and written back to
-//!   the file it was found in. Without `--fork-session` the new turn is appended to the same
-//!   file with its chain starting at the resume point (the `--resume-session-at` entry, else
-//!   the live leaf), so the rewound turns stay on disk off the live chain. With
+//!   (see [`project_slug`]), laid out as the real CLI writes them: per prompt the
+//!   `queue-operation` records, the `user` entry (a `uuid` given on the stdin message is kept)
+//!   whose parent is the live leaf, on a session's first turn two `attachment` chain entries
+//!   after it (`agent_listing_delta`, `skill_listing`), the `assistant` entry, then
+//!   `last-prompt {lastPrompt, leafUuid}`; a `mode` record follows the second turn. A resumed
+//!   session is found in the project of the working directory first, then in any other
+//!   project, and written back to the file it was found in. Without `--fork-session` the new
+//!   turn is appended to the same file with its chain starting at the resume point (the
+//!   `--resume-session-at` entry, else the live leaf), so the rewound turns stay on disk off
+//!   the live chain. With
 //!   `--fork-session` the run gets a new session id (`--session-id`, else a random one),
 //!   announced in `system/init`, and on its first turn a new file with a `mode` record and the
 //!   live chain up to the resume point copied (same uuids, new `sessionId`); the source file
@@ -59,8 +70,8 @@
 //! written: `target` the session addressed (for a fork's first prompt the source session; later
 //! prompts of a run go to the session the run writes), `input` the message text, `before`
 //! `{"sessionId", "fresh": true when the session has no conversation yet, "leafUuid": the chain
-//! entry the new turn attaches to (the user entry's parent, through the attachment entry the
-//! CLI puts in between; the `--resume-session-at` uuid when given; null when fresh), "chain":
+//! entry the new turn attaches to (the user entry's parent: the `--resume-session-at` uuid
+//! when given, else the live leaf; null when fresh), "chain":
 //! [user/assistant uuids of the live chain from the root to that leaf]}`. The first answer's
 //! number is journaled as the run's `witness` (more prompts in one run: all numbers in the
 //! detail). A failed witness call: `delivery witness failed: ...` on stderr, exit 1, the call
@@ -68,15 +79,8 @@
 //! witness.
 //!
 //! # Inferred, not observed
-//! - RESTORE WITHOUT A PROMPT. A run with `--resume=<id> --resume-session-at=<uuid>` (no
-//!   `--fork-session`) whose stdin ends without a user message validates the uuid, appends a
-//!   `last-prompt {leafUuid: <uuid>}` record (the live-leaf marker the CLI's own rewind
-//!   writes) to the session file, prints `system/init` and a success `result` with
-//!   `num_turns: 0`, and exits 0. The live chain then ends at the boundary, and a later plain
-//!   `--resume` continues from it. The real CLI only truncates in memory and writes nothing
-//!   until a prompt arrives; the mock's marker makes the rewind observable at once.
-//! - Any other run whose stdin carries no prompt prints `system/init` and a success `result`
-//!   with `num_turns: 0` and writes nothing (a fork makes no file without a turn).
+//! - A prompt-less run that is not stream-json in and out prints a success `result` with
+//!   `num_turns: 0` (with the text input and no prompt at all, `-p` fails as the CLI does).
 //! - Every run is a print-mode run (the mock has no interactive mode): a command line without
 //!   `-p` behaves as with it.
 //! - `--rewind-files <uuid>` validates like the CLI (requires `--resume`, no prompt, the uuid
@@ -116,6 +120,7 @@ mod transcript;
 
 pub use transcript::{
     live_chain, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry, SeedSession,
+    VERSION,
 };
 
 use std::path::PathBuf;

@@ -587,8 +587,10 @@ impl Run {
             model: self.model(),
         };
         let stream = self.opts.output_format == "stream-json";
-        if stream {
-            emit(&json!({
+        // The real CLI announces itself with the first prompt: a stream-json run whose stdin
+        // ends without one prints nothing at all.
+        let init = stream.then(|| {
+            json!({
                 "type": "system",
                 "subtype": "init",
                 "cwd": ctx.cwd,
@@ -605,11 +607,24 @@ impl Run {
                 "skills": [],
                 "plugins": [],
                 "uuid": uuid::Uuid::new_v4().to_string(),
-            }));
-        }
+            })
+        });
+        let lazy_init =
+            init.is_some() && text_prompt.is_none() && self.opts.input_format == "stream-json";
         if self.fault.as_ref().map(|f| f.kind) == Some(FaultKind::Crash) {
+            if let Some(init) = &init {
+                emit(init);
+            }
             self.crash();
         }
+        let mut init = if lazy_init {
+            init
+        } else {
+            if let Some(init) = &init {
+                emit(init);
+            }
+            None
+        };
         let mut conversation = Conversation {
             ctx,
             path,
@@ -665,30 +680,15 @@ impl Run {
                     continue;
                 }
                 if let Some((content, uuid)) = self.stdin_message(&line)? {
+                    if let Some(init) = init.take() {
+                        emit(&init);
+                    }
                     self.turn(&mut conversation, content, uuid)?;
                 }
             }
         }
-        if conversation.turns == 0 {
-            let rewind_marker = loaded.as_ref().filter(|_| !fork).and_then(|l| {
-                self.opts.resume_session_at.as_ref().map(|at| {
-                    let prompt = l
-                        .entries
-                        .iter()
-                        .rev()
-                        .find(|e| e.get("type").and_then(Value::as_str) == Some("user"))
-                        .and_then(|e| e.get("message"))
-                        .and_then(|m| m.get("content"))
-                        .map(content_text)
-                        .unwrap_or_default();
-                    conversation.ctx.last_prompt(&prompt, at)
-                })
-            });
-            if let (Some(marker), false) = (rewind_marker, self.no_writes) {
-                if let Err(e) = append_lines(&conversation.path, &[marker]) {
-                    return Err(self.fail_load(&format!("Failed to resume session: {e}")));
-                }
-            }
+        if conversation.turns == 0 && !lazy_init {
+            // A prompt-less run that is not stream-json in and out answers an empty result.
             let result = self.result(&session, 0, "", false);
             self.finish_output(&result, "");
         }
@@ -814,12 +814,20 @@ impl Run {
                 before.push(entry);
             }
         }
-        let attachment = uuid::Uuid::new_v4().to_string();
         let user = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         before.push(c.ctx.queue_operation("enqueue", Some(&prompt)));
         before.push(c.ctx.queue_operation("dequeue", None));
-        before.push(c.ctx.attachment_entry(&attachment, c.leaf.as_deref()));
-        before.push(c.ctx.user_entry(&user, Some(&attachment), content.clone()));
+        before.push(c.ctx.user_entry(&user, c.leaf.as_deref(), content.clone()));
+        // As the real CLI: the session's first turn carries its context attachments after the
+        // user entry, on the chain between it and the answer; later turns carry none.
+        let mut parent = user.clone();
+        if c.chain.is_empty() {
+            for kind in ["agent_listing_delta", "skill_listing"] {
+                let attachment = uuid::Uuid::new_v4().to_string();
+                before.push(c.ctx.attachment_entry(&attachment, Some(&parent), kind));
+                parent = attachment;
+            }
+        }
         self.persist(&c.path, &before)?;
         if self.opts.replay_user_messages && self.opts.output_format == "stream-json" {
             emit(&json!({
@@ -833,9 +841,13 @@ impl Run {
         }
         let reply = crate::reply_to(&prompt);
         let assistant = uuid::Uuid::new_v4().to_string();
-        let entry = c.ctx.assistant_entry(&assistant, Some(&user), &reply);
-        let marker = c.ctx.last_prompt(&prompt, &assistant);
-        self.persist(&c.path, &[entry.clone(), marker])?;
+        let entry = c.ctx.assistant_entry(&assistant, Some(&parent), &reply);
+        let mut after = vec![entry.clone(), c.ctx.last_prompt(&prompt, &assistant)];
+        if c.chain.len() == 2 {
+            // The real CLI records the permission mode once, after the session's second turn.
+            after.push(c.ctx.mode_record());
+        }
+        self.persist(&c.path, &after)?;
         c.leaf = Some(assistant.clone());
         c.chain.push(user.clone());
         c.chain.push(assistant.clone());

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// The version the mock reports (`--version`, `system/init`, transcript `version`).
-pub const VERSION: &str = "2.1.0";
+/// The version the mock reports (`--version`, `system/init`, transcript `version`): the
+/// release whose behaviour it imitates.
+pub const VERSION: &str = "2.1.197";
 
 /// The model the canned replies claim when `--model` is not given.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
@@ -211,12 +212,13 @@ impl EntryContext {
         Value::Object(m)
     }
 
-    /// An `attachment` chain entry (context the CLI adds before a prompt).
-    pub fn attachment_entry(&self, uuid: &str, parent: Option<&str>) -> Value {
+    /// An `attachment` chain entry of `kind` (context the CLI adds to a session's first turn,
+    /// after its user entry: `agent_listing_delta`, `skill_listing`).
+    pub fn attachment_entry(&self, uuid: &str, parent: Option<&str>, kind: &str) -> Value {
         let mut m = self.envelope("attachment", uuid, parent);
         m.insert(
             "attachment".into(),
-            json!({"type": "deferred_tools_delta", "addedNames": [], "removedNames": []}),
+            json!({"type": kind, "addedNames": [], "removedNames": []}),
         );
         Value::Object(m)
     }
@@ -482,7 +484,7 @@ mod tests {
                 c.user_entry("u2", Some("a1"), json!([{"type": "text", "text": "two"}])),
                 c.assistant_entry("a2", Some("u2"), "r2"),
                 c.last_prompt("two", "a2"),
-                c.attachment_entry("x3", Some("a1")),
+                c.attachment_entry("x3", Some("a1"), "skill_listing"),
                 c.user_entry("u3", Some("x3"), json!("three")),
                 c.assistant_entry("a3", Some("u3"), "r3"),
                 c.last_prompt("three", "a3"),

@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 
 use super::ids::{self, IdKind};
 
-/// The version the mock reports in sessions and `/global/health`.
-pub const VERSION: &str = "0.0.0-mock";
+/// The version the mock reports in sessions and `/global/health`: the release whose behaviour
+/// it imitates.
+pub const VERSION: &str = "1.18.33";
 
 /// The mock's runtime home for an `XDG_DATA_HOME`: `<data_home>/opencode`, as the real runtime.
 pub fn runtime_home(data_home: &Path) -> PathBuf {

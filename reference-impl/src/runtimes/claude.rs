@@ -1,22 +1,32 @@
-//! Claude restore (`claude_session_resume_at`): the daemon runs the Claude Code CLI once,
-//! headless, as
+//! Claude restore (`claude_session_resume_at`), in two steps, because the CLI applies
+//! `--resume-session-at` only together with a prompt (Claude Code 2.1.197: a run without one
+//! exits 0, prints nothing and changes nothing).
 //!
-//! ```text
-//! claude --output-format=stream-json --input-format=stream-json --verbose
-//!        --resume=<sessionId> --resume-session-at=<boundaryUuid>
-//! ```
+//! 1. At the rewind, the daemon runs the Claude Code CLI once, headless, as
 //!
-//! in the agent's working directory with its environment, stdin closed at once (no prompt:
-//! the restore only moves the session's live leaf back to the boundary), bounded by the
-//! restore timeout. `--rewind-files` is never passed: the spec restores the conversation
-//! only, not the agent's files. `--fork-session` is not passed either: the agent keeps its
-//! session id.
+//!    ```text
+//!    claude --output-format=stream-json --input-format=stream-json --verbose
+//!           --resume=<sessionId> --resume-session-at=<boundaryUuid>
+//!    ```
 //!
-//! The run is judged by its stream-json `result` line and exit status, then VERIFIED by
-//! reading back the transcript the CLI keeps
-//! (`<CLAUDE_CONFIG_DIR, else $HOME/.claude>/projects/<slug of cwd>/<sessionId>.jsonl`): the
-//! live chain, walked back through `parentUuid` from the live leaf (the newest
-//! `last-prompt.leafUuid`, else the newest chain entry), must end at the boundary.
+//!    in the agent's working directory with its environment, stdin closed at once, bounded by
+//!    the restore timeout. The CLI loads the session and validates the boundary (an unknown
+//!    one fails). The transcript the CLI keeps
+//!    (`<CLAUDE_CONFIG_DIR, else $HOME/.claude>/projects/<slug of cwd>/<sessionId>.jsonl`) is
+//!    then read back: the boundary must be on the live chain, walked back through
+//!    `parentUuid` from the live leaf (the newest `last-prompt.leafUuid`, else the newest
+//!    chain entry). A chain that already ends there is restored ([`Restored::Verified`]);
+//!    otherwise the boundary is recorded as the session's pending boundary, daemon state kept
+//!    in `<config dir>/rewind-boundaries/<sessionId>` ([`Restored::Bound`]).
+//! 2. The session's next delivery ([`deliver`]) resumes with `--resume=<sessionId>
+//!    --resume-session-at=<boundaryUuid>` and the prompt, commits the boundary as that
+//!    message's recovery point, and after the run verifies that the live chain now runs from
+//!    the boundary straight into the user message the run wrote; only then is the pending
+//!    boundary forgotten. A run that fails or does not pass the check fails the delivery and
+//!    leaves the boundary pending, so the next delivery tries again.
+//!
+//! `--rewind-files` is never passed: the spec restores the conversation only, not the agent's
+//! files. `--fork-session` is not passed either: the agent keeps its session id.
 //!
 //! The `system/init` session id is not compared with the session: some CLI releases announce
 //! a per-run id there on resume, and the transcript read-back is the proof that counts.
@@ -31,15 +41,18 @@
 //!   that failed its read-back, so it is not `NotVerified`;
 //! - any other error result, or exit 1 with an `Error:` line on stderr: `Refused` with the
 //!   CLI's own message;
-//! - killed by a signal, or exit without a result line otherwise: [`RestoreFailure::Crashed`]
+//! - killed by a signal, or exit without a result line otherwise (the validation run's silent exit 0 is
+//!   its success): [`RestoreFailure::Crashed`]
 //!   with the exit status and the tail of stderr;
 //! - the program cannot be started: [`RestoreFailure::Unreachable`];
-//! - a success whose transcript does not end at the boundary (or is missing):
+//! - a transcript that is missing or whose live chain does not hold the boundary, and a
+//!   delivery whose turn does not continue from a bound boundary:
 //!   [`RestoreFailure::NotVerified`].
 //!
 //! Live delivery ([`deliver`]) runs the CLI once per input, with one stream-json user message on
 //! stdin: `--resume=<id>` when the agent's transcript has a live chain (the point is its current
-//! leaf), else `--session-id=<new uuid>` (the point is that session's zero boundary). Its run is
+//! leaf, or the pending boundary with `--resume-session-at`), else `--session-id=<new uuid>`
+//! (the point is that session's zero boundary). Its run is
 //! judged by the same rules; the answer is the `result` line's text.
 
 use std::collections::{HashMap, HashSet};
@@ -59,7 +72,14 @@ const RUNTIME: &str = "claude";
 /// How many bytes of stderr a failure quotes.
 const STDERR_TAIL: usize = 2000;
 
-/// Resumes the session at `boundary_uuid` and verifies it.
+/// Validates `boundary_uuid` on the session and binds it to the session's next delivery.
+///
+/// The CLI runs once without a prompt (`--resume=<id> --resume-session-at=<uuid>`, stdin
+/// closed), which loads the session and checks the boundary and changes nothing; the
+/// transcript is then read back: the boundary must be on its live chain. A live chain that
+/// already ends at the boundary needs nothing more ([`Restored::Verified`]); otherwise the
+/// boundary is recorded as the session's pending boundary ([`Restored::Bound`]) and the next
+/// [`deliver`] applies and verifies it.
 pub async fn restore(
     settings: &ClaudeSettings,
     timeout: Duration,
@@ -69,7 +89,7 @@ pub async fn restore(
     let action = format!("resuming session {session_id} at {boundary_uuid}");
     let args = restore_args(session_id, boundary_uuid);
     let (lines, stderr, exit) = run_cli(settings, &args, None, timeout, &action).await?;
-    judge_run(&lines, &stderr, exit, session_id, &action)?;
+    judge_validation(&lines, &stderr, exit, session_id, &action)?;
 
     let path = transcript_file(settings, session_id);
     let text = match std::fs::read_to_string(&path) {
@@ -77,7 +97,7 @@ pub async fn restore(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(RestoreFailure::NotVerified {
                 runtime: RUNTIME,
-                expected: format!("live chain ending at {boundary_uuid}"),
+                expected: format!("a live chain holding {boundary_uuid}"),
                 found: format!("no transcript at {}", path.display()),
             })
         }
@@ -90,37 +110,43 @@ pub async fn restore(
     };
     let chain = LiveChain::of(&text);
     if chain.ends_at(boundary_uuid) {
-        Ok(Restored::Verified {
+        clear_pending(settings, session_id)?;
+        return Ok(Restored::Verified {
             detail: format!(
                 "live chain of session {session_id} ends at {boundary_uuid} ({} messages) in {}",
                 chain.messages.len(),
                 path.display()
             ),
-        })
-    } else {
-        Err(RestoreFailure::NotVerified {
-            runtime: RUNTIME,
-            expected: format!("live chain ending at {boundary_uuid}"),
-            found: match chain.messages.last() {
-                Some(last) => format!(
-                    "live chain ending at {} ({} messages)",
-                    last.uuid,
-                    chain.messages.len()
-                ),
-                None => "an empty live chain".to_owned(),
-            },
-        })
+        });
     }
+    let Some(at) = chain.position(boundary_uuid) else {
+        return Err(RestoreFailure::NotVerified {
+            runtime: RUNTIME,
+            expected: format!("a live chain holding {boundary_uuid}"),
+            found: chain.describe(),
+        });
+    };
+    write_pending(settings, session_id, boundary_uuid)?;
+    Ok(Restored::Bound {
+        detail: format!(
+            "boundary {boundary_uuid} is message {} of {} on the live chain of session \
+             {session_id}; the next delivery resumes there",
+            at + 1,
+            chain.messages.len()
+        ),
+    })
 }
 
 /// How a delivery addresses the agent's Claude session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SessionPlan {
     /// The agent's session has a transcript with a live chain: `--resume=<id>`, and the
-    /// recovery point is the chain's current leaf.
+    /// recovery point is the chain's current leaf, or the boundary a rewind bound to this
+    /// delivery (`bound`: then `--resume-session-at=<boundary>` too).
     Resume {
         session_id: String,
         boundary: String,
+        bound: bool,
     },
     /// No usable session (none, a zero-boundary restore cleared it, or its transcript is gone
     /// or holds no conversation): `--session-id=<new uuid>`, and the recovery point is the zero
@@ -142,6 +168,7 @@ impl SessionPlan {
             SessionPlan::Resume {
                 session_id,
                 boundary,
+                ..
             } => serde_json::json!({ "sessionId": session_id, "boundaryUuid": boundary }),
             SessionPlan::New { session_id } => {
                 serde_json::json!({ "sessionId": session_id, "boundaryUuid": null })
@@ -151,16 +178,15 @@ impl SessionPlan {
 
     /// The CLI arguments of the delivery run (never `--rewind-files`).
     fn args(&self) -> Vec<String> {
-        let session = match self {
-            SessionPlan::Resume { session_id, .. } => format!("--resume={session_id}"),
-            SessionPlan::New { session_id } => format!("--session-id={session_id}"),
-        };
-        vec![
-            "--output-format=stream-json".to_owned(),
-            "--input-format=stream-json".to_owned(),
-            "--verbose".to_owned(),
-            session,
-        ]
+        match self {
+            SessionPlan::Resume {
+                session_id,
+                boundary,
+                bound: true,
+            } => restore_args(session_id, boundary),
+            SessionPlan::Resume { session_id, .. } => stream_args(format!("--resume={session_id}")),
+            SessionPlan::New { session_id } => stream_args(format!("--session-id={session_id}")),
+        }
     }
 }
 
@@ -198,10 +224,28 @@ fn plan_session(
             })
         }
     };
+    if let Some(boundary) = read_pending(settings, session_id)? {
+        let chain = LiveChain::of(&text);
+        if chain.position(&boundary).is_none() {
+            return Err(RestoreFailure::NotVerified {
+                runtime: RUNTIME,
+                expected: format!(
+                    "the boundary {boundary} a rewind bound to this delivery on the live chain"
+                ),
+                found: chain.describe(),
+            });
+        }
+        return Ok(SessionPlan::Resume {
+            session_id: session_id.to_owned(),
+            boundary,
+            bound: true,
+        });
+    }
     Ok(match current_leaf(&text) {
         Some(boundary) => SessionPlan::Resume {
             session_id: session_id.to_owned(),
             boundary,
+            bound: false,
         },
         None => fresh(),
     })
@@ -290,10 +334,125 @@ where
         SessionPlan::New { .. } => format!("delivering a prompt to new session {session_id}"),
     };
     let line = user_line(input);
+    let known = match &plan {
+        SessionPlan::Resume { bound: true, .. } => Some(transcript_uuids(settings, session_id)?),
+        _ => None,
+    };
     let (lines, stderr, exit) =
         run_cli(settings, &plan.args(), Some(&line), timeout, &action).await?;
     judge_run(&lines, &stderr, exit, session_id, &action)?;
+    if let (SessionPlan::Resume { boundary, .. }, Some(known)) = (&plan, known) {
+        verify_continues_from(settings, session_id, boundary, &known)?;
+        clear_pending(settings, session_id)?;
+    }
     Ok(answer_text(&lines))
+}
+
+/// Every entry uuid of the session's transcript (the entries a new run cannot have written).
+fn transcript_uuids(
+    settings: &ClaudeSettings,
+    session_id: &str,
+) -> Result<HashSet<String>, RestoreFailure> {
+    let text = read_transcript(settings, session_id)?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v.get("uuid").and_then(Value::as_str).map(str::to_owned))
+        .collect())
+}
+
+fn read_transcript(settings: &ClaudeSettings, session_id: &str) -> Result<String, RestoreFailure> {
+    let path = transcript_file(settings, session_id);
+    std::fs::read_to_string(&path).map_err(|e| RestoreFailure::Unreachable {
+        runtime: RUNTIME,
+        detail: format!("cannot read transcript {}: {e}", path.display()),
+    })
+}
+
+/// The check of a bound boundary, after the delivery that applied it: the session's live
+/// chain now runs through `boundary` straight into a user message this run wrote (one of no
+/// `known` uuid) and on to its answer.
+fn verify_continues_from(
+    settings: &ClaudeSettings,
+    session_id: &str,
+    boundary: &str,
+    known: &HashSet<String>,
+) -> Result<(), RestoreFailure> {
+    let chain = LiveChain::of(&read_transcript(settings, session_id)?);
+    let next = chain
+        .position(boundary)
+        .and_then(|at| chain.messages.get(at + 1));
+    match next {
+        Some(message)
+            if message.kind == "user"
+                && !known.contains(&message.uuid)
+                && chain.messages.last() != Some(message) =>
+        {
+            Ok(())
+        }
+        _ => Err(RestoreFailure::NotVerified {
+            runtime: RUNTIME,
+            expected: format!("a new turn continuing from the boundary {boundary}"),
+            found: chain.describe(),
+        }),
+    }
+}
+
+/// The file where the daemon keeps the boundary a restore bound to `session_id`'s next
+/// delivery: `<config dir>/rewind-boundaries/<sessionId>` (daemon state beside the CLI's own;
+/// the CLI never reads it).
+fn pending_file(settings: &ClaudeSettings, session_id: &str) -> PathBuf {
+    config_dir(settings)
+        .join("rewind-boundaries")
+        .join(session_id)
+}
+
+fn pending_error(path: &Path, e: std::io::Error) -> RestoreFailure {
+    RestoreFailure::Unreachable {
+        runtime: RUNTIME,
+        detail: format!("cannot keep the pending boundary {}: {e}", path.display()),
+    }
+}
+
+/// The boundary bound to the session's next delivery, if a restore left one.
+fn read_pending(
+    settings: &ClaudeSettings,
+    session_id: &str,
+) -> Result<Option<String>, RestoreFailure> {
+    let path = pending_file(settings, session_id);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|b| !b.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(pending_error(&path, e)),
+    }
+}
+
+/// Records `boundary` as the session's pending boundary (written whole, then renamed).
+fn write_pending(
+    settings: &ClaudeSettings,
+    session_id: &str,
+    boundary: &str,
+) -> Result<(), RestoreFailure> {
+    let path = pending_file(settings, session_id);
+    let partial = path.with_extension("partial");
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&partial, format!("{boundary}\n"))?;
+        std::fs::rename(&partial, &path)
+    };
+    write().map_err(|e| pending_error(&path, e))
+}
+
+/// Forgets the session's pending boundary (none is fine).
+fn clear_pending(settings: &ClaudeSettings, session_id: &str) -> Result<(), RestoreFailure> {
+    let path = pending_file(settings, session_id);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(pending_error(&path, e)),
+    }
 }
 
 /// Runs the CLI once with `args` in the agent's working directory and environment, `input`
@@ -360,13 +519,36 @@ async fn run_cli(
 
 /// The CLI arguments of a restore.
 fn restore_args(session_id: &str, boundary_uuid: &str) -> Vec<String> {
+    let mut args = stream_args(format!("--resume={session_id}"));
+    args.push(format!("--resume-session-at={boundary_uuid}"));
+    args
+}
+
+/// The stream-json command line addressing a session with `session` (never `--rewind-files`).
+fn stream_args(session: String) -> Vec<String> {
     vec![
         "--output-format=stream-json".to_owned(),
         "--input-format=stream-json".to_owned(),
         "--verbose".to_owned(),
-        format!("--resume={session_id}"),
-        format!("--resume-session-at={boundary_uuid}"),
+        session,
     ]
+}
+
+/// Judges the prompt-less validation run of a restore: the CLI exits 0 without printing
+/// anything (the real CLI 2.1.197) or with a success result (other releases); anything else is
+/// judged like any run.
+fn judge_validation(
+    stdout: &[String],
+    stderr: &str,
+    exit: ExitInfo,
+    session_id: &str,
+    action: &str,
+) -> Result<(), RestoreFailure> {
+    let silent = stdout.iter().all(|l| l.trim().is_empty()) && stderr.trim().is_empty();
+    if silent && exit.code == Some(0) {
+        return Ok(());
+    }
+    judge_run(stdout, stderr, exit, session_id, action)
 }
 
 async fn read_lines<R: AsyncRead + Unpin>(stream: Option<R>) -> Vec<String> {
@@ -660,6 +842,23 @@ impl LiveChain {
         LiveChain { leaf, messages }
     }
 
+    /// Where `uuid` is on the live conversation.
+    fn position(&self, uuid: &str) -> Option<usize> {
+        self.messages.iter().position(|m| m.uuid == uuid)
+    }
+
+    /// The live conversation, for failure messages.
+    fn describe(&self) -> String {
+        match self.messages.last() {
+            Some(last) => format!(
+                "live chain ending at {} ({} messages)",
+                last.uuid,
+                self.messages.len()
+            ),
+            None => "an empty live chain".to_owned(),
+        }
+    }
+
     /// Whether the live conversation ends at `boundary`: its last message is the boundary,
     /// or the walk starts at it (a boundary that is not a user or assistant entry).
     fn ends_at(&self, boundary: &str) -> bool {
@@ -880,18 +1079,28 @@ mod tests {
         };
         let timeout = Duration::from_secs(20);
         let kind_of = |r: Result<Restored, RestoreFailure>| match r {
+            Ok(Restored::Bound { .. }) => "bound".to_owned(),
             Ok(_) => "verified".to_owned(),
             Err(e) => e.kind().to_owned(),
         };
 
+        // The CLI validates the boundary and changes nothing: the restore binds it to the
+        // session's next delivery.
         std::fs::write(&path, format!("{transcript}\n")).unwrap();
         let restored = restore(&settings, timeout, session, a1).await.unwrap();
-        assert!(
-            matches!(restored, Restored::Verified { .. }),
-            "{restored:?}"
-        );
+        assert!(matches!(restored, Restored::Bound { .. }), "{restored:?}");
         let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
-        assert!(chain.ends_at(a1));
+        assert!(chain.ends_at(a2), "the transcript is unchanged");
+        assert_eq!(
+            read_pending(&settings, session).unwrap().as_deref(),
+            Some(a1)
+        );
+        // A restore to the live leaf itself needs nothing more, and forgets what was pending.
+        assert_eq!(
+            kind_of(restore(&settings, timeout, session, a2).await),
+            "verified"
+        );
+        assert_eq!(read_pending(&settings, session).unwrap(), None);
 
         std::fs::write(&path, format!("{transcript}\n")).unwrap();
         let missing = "00000000-0000-4000-8000-0000000000ff";
@@ -913,7 +1122,9 @@ mod tests {
             ("error", "error"),
             ("unknown_session", "unknown_session"),
             ("busy", "busy"),
-            ("no_effect", "not_verified"),
+            // Without a prompt the CLI changes nothing anyway: the next delivery's check is
+            // where a run without effect is caught.
+            ("no_effect", "bound"),
             ("crash", "crash"),
         ] {
             set_fault(Some(fault));
@@ -928,7 +1139,7 @@ mod tests {
         set_fault(None);
         assert_eq!(
             kind_of(restore(&settings, timeout, session, u2).await),
-            "verified"
+            "bound"
         );
 
         let unreachable = ClaudeSettings {
@@ -974,7 +1185,8 @@ mod tests {
             plan,
             SessionPlan::Resume {
                 session_id: session.to_owned(),
-                boundary: "a1".to_owned()
+                boundary: "a1".to_owned(),
+                bound: false,
             }
         );
         assert_eq!(
@@ -1122,16 +1334,47 @@ mod tests {
         let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(chain.messages.len(), 4, "{:?}", chain.messages);
         assert!(chain.messages.iter().any(|m| m.uuid == leaf));
-        // The point restores.
+        // The point restores: bound to the next delivery, which continues from it.
         let restored = restore(&settings, timeout, &session, &leaf).await.unwrap();
-        assert!(
-            matches!(restored, Restored::Verified { .. }),
-            "{restored:?}"
-        );
-
-        // A failed run: the point was committed, the delivery fails.
+        assert!(matches!(restored, Restored::Bound { .. }), "{restored:?}");
         let faults = config.path().join("mock").join("faults.json");
         std::fs::create_dir_all(faults.parent().unwrap()).unwrap();
+        // A run that answers but writes nothing does not pass the delivery's check, and the
+        // boundary stays bound.
+        std::fs::write(
+            &faults,
+            serde_json::json!({"rules": [{"target": session, "call": "resume-at", "kind": "no_effect"}]})
+                .to_string(),
+        )
+        .unwrap();
+        let err = deliver(&settings, timeout, Some(&session), "lost", recorder())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DeliveryError::Runtime(f) if f.kind() == "not_verified"),
+            "{err:?}"
+        );
+        assert_eq!(
+            read_pending(&settings, &session).unwrap(),
+            Some(leaf.clone())
+        );
+        std::fs::write(&faults, r#"{"rules": []}"#).unwrap();
+        let rewound = deliver(&settings, timeout, Some(&session), "instead", recorder())
+            .await
+            .unwrap();
+        assert!(rewound.contains("instead"), "{rewound}");
+        let committed = points.lock().unwrap()[3].recovery_ref.clone();
+        assert_eq!(
+            committed,
+            serde_json::json!({"sessionId": session, "boundaryUuid": leaf})
+        );
+        let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
+        let at = chain.position(&leaf).unwrap();
+        assert_eq!(at, 1, "{:?}", chain.messages);
+        assert_eq!(chain.messages.len(), 4, "the second turn left the chain");
+        assert_eq!(read_pending(&settings, &session).unwrap(), None);
+
+        // A failed run: the point was committed, the delivery fails.
         std::fs::write(
             &faults,
             serde_json::json!({"rules": [{"target": session, "call": "resume", "kind": "error"}]})
@@ -1151,7 +1394,7 @@ mod tests {
             matches!(&err, DeliveryError::Runtime(f) if f.kind() == "error"),
             "{err:?}"
         );
-        assert_eq!(points.lock().unwrap().len(), 3);
+        assert_eq!(points.lock().unwrap().len(), 5);
 
         // A commit that fails runs no CLI.
         std::fs::write(&faults, r#"{"rules": []}"#).unwrap();

@@ -74,6 +74,13 @@ pub enum Restored {
     /// Claude before its first input: nothing to resume; the agent's next delivery starts a
     /// fresh session.
     FreshSession,
+    /// Claude: the boundary was validated on the session's live chain and bound to the
+    /// session's next delivery, which resumes there and verifies that its turn continues from
+    /// it (the CLI applies `--resume-session-at` only together with a prompt).
+    Bound {
+        /// What the validation showed, for logs.
+        detail: String,
+    },
 }
 
 /// Why a native restore failed. Every variant means the database must not be touched.

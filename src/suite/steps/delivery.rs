@@ -817,9 +817,24 @@ async fn fails_next_delivery(
             FaultKind::ALL.map(FaultKind::label).join(", ")
         )
     })?;
-    world
-        .mocks()?
-        .add_fault(mock, &session, Some(delivery_call(mock)), kind, None)?;
+    let mocks = world.mocks()?;
+    mocks.add_fault(mock, &session, Some(delivery_call(mock)), kind, None)?;
+    if mock == MockRuntime::Claude {
+        // A delivery that applies a boundary a rewind left for it resumes at it.
+        mocks.add_fault(mock, &session, Some("resume-at"), kind, None)?;
+    }
+    Ok(())
+}
+
+/// `Given the runtime of agent "clio" answers normally again`: the faults planted on the
+/// agent's current session are lifted.
+#[given(expr = "the runtime of agent {string} answers normally again")]
+async fn answers_normally(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    let (_, mock) = agent_runtime(world, &agent)?;
+    let session = current_session(world, &agent)
+        .await?
+        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session"))?;
+    world.mocks()?.clear_faults(mock, &session)?;
     Ok(())
 }
 
@@ -895,6 +910,31 @@ async fn as_before_delivery(
         )
     })?;
     let expected = before_ids(&witness)?;
+    if mock == MockRuntime::Claude {
+        // The boundary may take effect only with the next prompt (register
+        // `claude-restore-evidence`): then the session is still as the last turn left it,
+        // and a run validated the boundary.
+        let boundary = witness
+            .request
+            .before
+            .get("leafUuid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let journal = world.mocks()?.journal(mock)?;
+        let validated = journal.iter().any(|e| {
+            let argv = super::runtime::argv(e);
+            e.outcome == "ok"
+                && super::runtime::flag_value(&argv, "--resume").as_deref() == Some(target.as_str())
+                && super::runtime::flag_value(&argv, "--resume-session-at").as_deref()
+                    == Some(boundary.as_str())
+        });
+        if let Some(reading) =
+            super::runtime::claude_restore_reading(&effective(&view), &expected, validated)
+        {
+            return world.take_reading("claude-restore-evidence", reading);
+        }
+    }
     similar_asserts::assert_eq!(
         now: effective(&view),
         before_the_delivery: expected,
@@ -946,6 +986,41 @@ async fn received_in_state(
             earlier_witness.request.target
         );
     }
+    Ok(())
+}
+
+/// `Then agent "cody" received "m5" right after its answer to "m4"`: the runtime's state when
+/// `m5` arrived is its state when `m4` arrived plus the one turn `m4` made (a codex turn; a
+/// claude or OpenCode prompt and its answer), in the same session: nothing a rewind left for
+/// the next delivery is applied again.
+#[then(expr = "agent {string} received {string} right after its answer to {string}")]
+async fn received_right_after(
+    world: &mut RewindWorld,
+    agent: String,
+    later: String,
+    earlier: String,
+) -> anyhow::Result<()> {
+    let later_record = record(world, &later)?.clone();
+    let earlier_record = record(world, &earlier)?.clone();
+    let (later_witness, _) = witnessed_delivery(world, &later_record, &agent)?;
+    let (earlier_witness, _) = witnessed_delivery(world, &earlier_record, &agent)?;
+    let (_, mock) = agent_runtime(world, &agent)?;
+    let turn = if mock == MockRuntime::Codex { 1 } else { 2 };
+    let before_later = before_ids(&later_witness)?;
+    let before_earlier = before_ids(&earlier_witness)?;
+    ensure!(
+        before_later.len() == before_earlier.len() + turn
+            && before_later.starts_with(&before_earlier),
+        "agent `{agent}` received `{later}` in the state {before_later:?}, but `{earlier}` arrived \
+         in {before_earlier:?} and its turn adds {turn} entr{}",
+        if turn == 1 { "y" } else { "ies" }
+    );
+    ensure!(
+        later_witness.request.target == earlier_witness.request.target,
+        "`{later}` went to session `{}`, `{earlier}` to `{}`",
+        later_witness.request.target,
+        earlier_witness.request.target
+    );
     Ok(())
 }
 

@@ -116,7 +116,7 @@ fn is_restore_call(mock: MockRuntime, session: &str, entry: &JournalEntry) -> bo
 }
 
 /// The command line a claude run journaled.
-fn argv(entry: &JournalEntry) -> Vec<String> {
+pub(super) fn argv(entry: &JournalEntry) -> Vec<String> {
     let list = entry
         .request
         .get("argv")
@@ -132,7 +132,7 @@ fn argv(entry: &JournalEntry) -> Vec<String> {
 }
 
 /// A flag's value in `--flag=value` or `--flag value` form.
-fn flag_value(argv: &[String], flag: &str) -> Option<String> {
+pub(super) fn flag_value(argv: &[String], flag: &str) -> Option<String> {
     argv.iter().enumerate().find_map(|(i, a)| {
         if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
             Some(v.to_owned())
@@ -553,11 +553,16 @@ async fn restored_to_point(
                 .iter()
                 .position(|u| *u == boundary)
                 .ok_or_else(|| anyhow!("boundary `{boundary}` is not in the seeded transcript"))?;
-            ensure!(
-                view.ids == seeded[..=upto],
-                "the live claude chain of `{agent}` is {:?}, but it must end at the boundary {boundary}",
-                view.ids
-            );
+            let reading =
+                claude_restore_reading(&view.ids, &seeded[..=upto], true).ok_or_else(|| {
+                    anyhow!(
+                        "the live claude chain of `{agent}` is {:?}: it neither ends at the \
+                         boundary {boundary} nor still runs through it, the boundary left for \
+                         the next delivery",
+                        view.ids
+                    )
+                })?;
+            world.take_reading("claude-restore-evidence", reading)?;
         }
         MockRuntime::OpenCode => {
             let message_id = ref_str(&point, "messageId")
@@ -590,6 +595,26 @@ async fn restored_to_point(
         }
     }
     Ok(())
+}
+
+/// Which reading of register entry `claude-restore-evidence` a claude session shows right after
+/// a restore: its live chain ends at the boundary (`leaf-at-boundary`), or, when a
+/// `--resume-session-at` run validated the boundary, the chain still runs through it to the
+/// turns after it, the boundary taking effect with the next prompt
+/// (`boundary-with-next-prompt`, which the next delivery's checks then prove); `None` for
+/// anything else.
+pub(super) fn claude_restore_reading(
+    now: &[String],
+    at_boundary: &[String],
+    validated: bool,
+) -> Option<&'static str> {
+    if now == at_boundary {
+        Some("leaf-at-boundary")
+    } else if validated && now.len() > at_boundary.len() && now.starts_with(at_boundary) {
+        Some("boundary-with-next-prompt")
+    } else {
+        None
+    }
 }
 
 /// The codex thread's turns now.
