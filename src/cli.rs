@@ -491,7 +491,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         write_fault_matrix(path, &stats.faults)?;
     }
     if let Some(path) = &args.json {
-        crate::results::write(path, &stats.sut, &report)?;
+        crate::results::write(path, &stats.sut, &report, stats.compat.rows())?;
     }
     print_summary(&args, &choice, provision_time, &report, &stats);
     Ok(if report.counts().violations > 0 {
@@ -520,6 +520,7 @@ fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::R
 struct RunStats {
     isolation: Vec<(Duration, Duration)>,
     faults: FaultMatrix,
+    compat: crate::suite::compat::CompatMatrix,
     sut: String,
     profile: String,
     parsed: Vec<(String, String)>,
@@ -561,6 +562,7 @@ async fn run_on_server(
         keep_databases: args.keep_databases,
         isolation_times: Mutex::new(Vec::new()),
         fault_results: Mutex::new(Vec::new()),
+        compat: Mutex::new(Default::default()),
         limits: Limits {
             restore_timeout_ms: args.restore_timeout_ms,
             request_timeout_ms: args.request_timeout * 1000,
@@ -613,6 +615,7 @@ async fn run_on_server(
         RunStats {
             isolation,
             faults: FaultMatrix::from_results(&faults),
+            compat: context.compat.lock().map(|m| m.clone()).unwrap_or_default(),
             sut: sut.name().to_owned(),
             profile: applicability.profile().describe(),
             parsed: applicability.parsed(),
@@ -713,6 +716,15 @@ fn print_summary(
             if scenario.verdict != crate::suite::Verdict::Passed {
                 failing.insert(rule);
             }
+        }
+    }
+    if !stats.compat.is_empty() {
+        println!(
+            "  runtime compatibility (what each imitated release answered the implementation, \
+             planted faults left out; - = no such call):"
+        );
+        for line in stats.compat.markdown().lines() {
+            println!("    {line}");
         }
     }
     if !stats.faults.is_empty() {

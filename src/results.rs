@@ -28,6 +28,10 @@ pub struct Results {
     /// implementation's; the run only checks they are consistent).
     #[serde(default)]
     pub refusal_codes: BTreeMap<String, String>,
+    /// What each runtime release the mocks imitated answered the implementation, by strategy
+    /// step (works, or refused with the runtime's error; see `suite::compat`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compatibility: Vec<crate::suite::compat::Row>,
 }
 
 /// One scenario's outcome.
@@ -52,8 +56,13 @@ pub struct ScenarioResult {
     pub readings: BTreeMap<String, String>,
 }
 
-/// Writes `report` to `path`.
-pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()> {
+/// Writes `report` to `path`, with the run's runtime compatibility rows.
+pub fn write(
+    path: &Path,
+    sut: &str,
+    report: &SuiteReport,
+    compatibility: Vec<crate::suite::compat::Row>,
+) -> anyhow::Result<()> {
     let mut scenarios: Vec<ScenarioResult> = report
         .record
         .features
@@ -86,6 +95,7 @@ pub fn write(path: &Path, sut: &str, report: &SuiteReport) -> anyhow::Result<()>
         sut: sut.to_owned(),
         scenarios,
         refusal_codes: report.refusal_codes.clone(),
+        compatibility,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;

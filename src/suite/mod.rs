@@ -4,6 +4,7 @@
 
 pub mod applicability;
 mod collector;
+pub mod compat;
 pub mod fault_matrix;
 pub mod readings;
 mod steps;
@@ -274,6 +275,13 @@ pub async fn run_suite(
             let key = (collector::feature_path(feature), scenario.position.line);
             Box::pin(async move {
                 if let Some(world) = world {
+                    // The runtimes' answers, before the teardown removes their journals.
+                    let observed = world.compat_observations();
+                    if let (false, Ok(ctx)) = (observed.is_empty(), world::context()) {
+                        if let Ok(mut matrix) = ctx.compat.lock() {
+                            matrix.add(&observed);
+                        }
+                    }
                     // Tear down first: the detach is a call too, and its violations count.
                     world.teardown().await;
                     let seen = world.violations.list();

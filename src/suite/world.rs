@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context as _};
 use rewind_conformance::catalog::Catalog;
 use rewind_conformance::fixtures::Fixture;
 use rewind_conformance::inspect::DbSnapshot;
-use rewind_conformance::mocks::{MockPrograms, MockRuntimes};
+use rewind_conformance::mocks::{MockPrograms, MockRuntime, MockRuntimes};
 use rewind_conformance::postgres::{ScenarioDatabase, TemplateDatabase};
 use rewind_conformance::sut::{
     AttachRequest, ConversationApi, DatabaseTarget, Limits, RealtimeEvent, RewindRequest,
@@ -40,6 +40,8 @@ pub struct RunContext {
     pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
     /// Per fault scenario: the runtime and fault it planted, and whether it passed.
     pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
+    /// What every runtime release answered the implementation's calls, over the run.
+    pub compat: Mutex<crate::suite::compat::CompatMatrix>,
     /// The time budgets handed to the implementation at every attach.
     pub limits: Limits,
     /// What the declared capability profile does to scenarios.
@@ -321,6 +323,26 @@ impl RewindWorld {
         DbSnapshot::capture(&mut conn)
             .await
             .context("capturing the database")
+    }
+
+    /// What each mock runtime answered the implementation in this scenario, by strategy step
+    /// (see [`crate::suite::compat`]); nothing without mocks.
+    pub fn compat_observations(&self) -> Vec<crate::suite::compat::Observation> {
+        let Some(mocks) = self.mocks.as_ref() else {
+            return Vec::new();
+        };
+        MockRuntime::ALL
+            .iter()
+            .filter_map(|&runtime| {
+                let journal = mocks.journal(runtime).ok()?;
+                Some(crate::suite::compat::observe(
+                    runtime.program(),
+                    &mocks.release(runtime),
+                    &journal,
+                ))
+            })
+            .flatten()
+            .collect()
     }
 
     /// Releases the scenario's database (dropped unless the run keeps databases).

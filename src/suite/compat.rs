@@ -1,0 +1,401 @@
+//! The runtime compatibility matrix: for each runtime, the release its mock imitated and each
+//! step of a recovery strategy (start a session, deliver an input, restore, verify the restore,
+//! continue after it), whether the runtime took the implementation's calls, or refused them and
+//! with which error.
+//!
+//! It is read from the mock runtimes' call journals at the end of every scenario, so it shows
+//! what the implementation under test actually asked of each runtime release, not what the
+//! harness expected. Calls a planted fault answered (`fault:<kind>`) are left out: they say
+//! nothing about compatibility.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use rewind_mock_runtimes::journal::JournalEntry;
+use serde::{Deserialize, Serialize};
+
+/// A step of a runtime recovery strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Step {
+    /// A session or thread is started or resumed (codex `thread/start`/`thread/resume`, a
+    /// claude `--session-id` run, OpenCode `POST /session`).
+    Start,
+    /// An input is handed over (codex `turn/start`, a claude prompt run, OpenCode `POST
+    /// /session/{id}/message`).
+    Deliver,
+    /// The native restore (codex `thread/rollback`/`thread/revert`, a claude
+    /// `--resume-session-at` run without a prompt, OpenCode `POST /session/{id}/revert`).
+    Restore,
+    /// A read-back after a restore (codex `thread/read`/`thread/turns/list`, OpenCode `GET
+    /// /session/{id}` and its messages; claude keeps its transcript as a file, read without a
+    /// call).
+    Verify,
+    /// The first input after a restore (for claude, the prompt run that applies the boundary).
+    Continue,
+}
+
+impl Step {
+    /// Every step, in strategy order.
+    pub const ALL: [Step; 5] = [
+        Step::Start,
+        Step::Deliver,
+        Step::Restore,
+        Step::Verify,
+        Step::Continue,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Step::Start => "start",
+            Step::Deliver => "deliver",
+            Step::Restore => "restore",
+            Step::Verify => "verify",
+            Step::Continue => "continue",
+        }
+    }
+}
+
+/// One call a runtime answered: which step it served and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// The runtime (`codex`, `claude`, `opencode`).
+    pub runtime: String,
+    /// The release the mock imitated.
+    pub release: String,
+    /// The step the call served.
+    pub step: Step,
+    /// `None` when the runtime took the call, else its error.
+    pub refusal: Option<String>,
+}
+
+/// Classifies one journal's calls, in order. `stdin`-less claude `--resume-session-at` runs are
+/// restores; a deliver call on a session after a successful restore of it is a continue, and
+/// reads between the two are verifies.
+pub fn observe(runtime: &str, release: &str, journal: &[JournalEntry]) -> Vec<Observation> {
+    let mut restored: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for entry in journal {
+        if entry.outcome.starts_with("fault:") || entry.call == "process/start" {
+            continue;
+        }
+        let target = entry.target.clone().unwrap_or_default();
+        let after_restore = restored.contains(&target);
+        let steps: Vec<Step> = match classify(runtime, entry) {
+            Some(Kind::Start) => vec![Step::Start],
+            Some(Kind::StartAndDeliver) => vec![Step::Start, Step::Deliver],
+            Some(Kind::Deliver) if after_restore => vec![Step::Continue],
+            Some(Kind::Deliver) => vec![Step::Deliver],
+            Some(Kind::Restore) => vec![Step::Restore],
+            Some(Kind::Read) if after_restore => vec![Step::Verify],
+            Some(Kind::Read) | None => Vec::new(),
+        };
+        let ok = entry.outcome == "ok";
+        for step in &steps {
+            match step {
+                Step::Restore if ok => {
+                    restored.insert(target.clone());
+                }
+                Step::Continue if ok => {
+                    restored.remove(&target);
+                }
+                _ => {}
+            }
+        }
+        let refusal = (!ok).then(|| {
+            let detail = entry
+                .detail
+                .clone()
+                .unwrap_or_else(|| entry.outcome.clone());
+            clip(detail.lines().next().unwrap_or_default())
+        });
+        out.extend(steps.into_iter().map(|step| Observation {
+            runtime: runtime.to_owned(),
+            release: release.to_owned(),
+            step,
+            refusal: refusal.clone(),
+        }));
+    }
+    out
+}
+
+/// What a call does, before the order of calls decides its step.
+enum Kind {
+    Start,
+    StartAndDeliver,
+    Deliver,
+    Restore,
+    Read,
+}
+
+fn classify(runtime: &str, entry: &JournalEntry) -> Option<Kind> {
+    let call = entry.call.as_str();
+    match runtime {
+        "codex" => match call {
+            "thread/start" | "thread/resume" => Some(Kind::Start),
+            "turn/start" => Some(Kind::Deliver),
+            "thread/rollback" | "thread/revert" => Some(Kind::Restore),
+            "thread/read" | "thread/turns/list" => Some(Kind::Read),
+            _ => None,
+        },
+        "claude" => {
+            let prompted = entry
+                .request
+                .get("stdin")
+                .and_then(|s| s.as_array())
+                .is_some_and(|s| !s.is_empty());
+            match call {
+                "claude --session-id" if prompted => Some(Kind::StartAndDeliver),
+                "claude --session-id" => Some(Kind::Start),
+                "claude --resume-session-at" if prompted => Some(Kind::Deliver),
+                "claude --resume-session-at" => Some(Kind::Restore),
+                "claude --resume" | "claude --continue" if prompted => Some(Kind::Deliver),
+                _ => None,
+            }
+        }
+        _ => {
+            let (method, path) = call.split_once(' ')?;
+            let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+            match (method, parts.as_slice()) {
+                ("POST", ["session"]) => Some(Kind::Start),
+                ("POST", ["session", _, "message"]) => Some(Kind::Deliver),
+                ("POST", ["session", _, "revert"]) => Some(Kind::Restore),
+                ("GET", ["session", _]) | ("GET", ["session", _, "message"]) => Some(Kind::Read),
+                _ => None,
+            }
+        }
+    }
+}
+
+fn clip(text: &str) -> String {
+    const MAX: usize = 120;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(MAX).collect();
+        format!("{cut}...")
+    }
+}
+
+/// One cell: how many calls the runtime took, and its refusals by error text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cell {
+    /// Calls the runtime took.
+    pub works: usize,
+    /// Refusals, by the runtime's error.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, usize>,
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.works > 0 {
+            parts.push(format!("works ({})", self.works));
+        }
+        for (error, count) in &self.refused {
+            parts.push(format!("refused ({count}): {}", error.replace('|', "\\|")));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// One row: a runtime release and its cells by step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// The runtime.
+    pub runtime: String,
+    /// The release its mock imitated.
+    pub release: String,
+    /// The steps the run exercised.
+    pub steps: BTreeMap<Step, Cell>,
+}
+
+/// The whole matrix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompatMatrix {
+    rows: BTreeMap<(String, String), BTreeMap<Step, Cell>>,
+}
+
+impl CompatMatrix {
+    /// Adds observations.
+    pub fn add(&mut self, observations: &[Observation]) {
+        for o in observations {
+            let cell = self
+                .rows
+                .entry((o.runtime.clone(), o.release.clone()))
+                .or_default()
+                .entry(o.step)
+                .or_default();
+            match &o.refusal {
+                None => cell.works += 1,
+                Some(error) => *cell.refused.entry(error.clone()).or_default() += 1,
+            }
+        }
+    }
+
+    /// Whether nothing was observed.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows, runtime then release order.
+    pub fn rows(&self) -> Vec<Row> {
+        self.rows
+            .iter()
+            .map(|((runtime, release), steps)| Row {
+                runtime: runtime.clone(),
+                release: release.clone(),
+                steps: steps.clone(),
+            })
+            .collect()
+    }
+
+    /// A Markdown table: runtime releases down, steps across (`-`: no call of that step).
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "| runtime | release | {} |\n|---|---|{}\n",
+            Step::ALL.map(Step::label).join(" | "),
+            "---|".repeat(Step::ALL.len())
+        );
+        for ((runtime, release), steps) in &self.rows {
+            let cells: Vec<String> = Step::ALL
+                .iter()
+                .map(|s| {
+                    steps
+                        .get(s)
+                        .map(Cell::to_string)
+                        .unwrap_or_else(|| "-".to_owned())
+                })
+                .collect();
+            out.push_str(&format!(
+                "| {runtime} | {release} | {} |\n",
+                cells.join(" | ")
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(call: &str, target: &str, outcome: &str, detail: Option<&str>) -> JournalEntry {
+        let mut e = JournalEntry::new("codex", call).target(target);
+        e.outcome = outcome.to_owned();
+        e.detail = detail.map(str::to_owned);
+        e
+    }
+
+    #[test]
+    fn codex_calls_map_to_steps_in_order_and_faults_are_left_out() {
+        let journal = [
+            entry("process/start", "", "ok", None),
+            entry("initialize", "", "ok", None),
+            entry("thread/resume", "t", "ok", None),
+            entry("turn/start", "t", "ok", None),
+            entry("thread/turns/list", "t", "ok", None),
+            entry("thread/revert", "t", "ok", None),
+            entry("thread/turns/list", "t", "ok", None),
+            entry("turn/start", "t", "ok", None),
+            entry("turn/start", "t", "ok", None),
+            entry(
+                "thread/rollback",
+                "u",
+                "error",
+                Some("Invalid request: unknown variant `thread/rollback`\nmore"),
+            ),
+            entry("thread/revert", "u", "fault:error", Some("mock fault")),
+        ];
+        let seen = observe("codex", "0.171.0", &journal);
+        let steps: Vec<(Step, bool)> = seen.iter().map(|o| (o.step, o.refusal.is_none())).collect();
+        assert_eq!(
+            steps,
+            [
+                (Step::Start, true),
+                (Step::Deliver, true),
+                (Step::Restore, true),
+                (Step::Verify, true),
+                (Step::Continue, true),
+                (Step::Deliver, true),
+                (Step::Restore, false),
+            ]
+        );
+        assert_eq!(
+            seen[6].refusal.as_deref(),
+            Some("Invalid request: unknown variant `thread/rollback`")
+        );
+        let mut matrix = CompatMatrix::default();
+        matrix.add(&seen);
+        let table = matrix.markdown();
+        assert!(table.contains("| codex | 0.171.0 | works (1) | works (2) | works (1); refused (1): Invalid request: unknown variant `thread/rollback` | works (1) | works (1) |"), "{table}");
+    }
+
+    #[test]
+    fn claude_runs_are_told_apart_by_their_prompt() {
+        let run = |call: &str, stdin: serde_json::Value| {
+            let mut e = JournalEntry::new("claude", call).target("s");
+            e.request = json!({ "argv": [], "stdin": stdin });
+            e
+        };
+        let journal = [
+            run("claude --session-id", json!([{"type": "user"}])),
+            run("claude --resume", json!([{"type": "user"}])),
+            run("claude --resume-session-at", json!([])),
+            run("claude --resume-session-at", json!([{"type": "user"}])),
+            run("claude --resume", json!([{"type": "user"}])),
+        ];
+        let steps: Vec<Step> = observe("claude", "2.1.197", &journal)
+            .iter()
+            .map(|o| o.step)
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                Step::Start,
+                Step::Deliver,
+                Step::Deliver,
+                Step::Restore,
+                Step::Continue,
+                Step::Deliver
+            ]
+        );
+    }
+
+    #[test]
+    fn opencode_routes_map_to_steps() {
+        let call = |c: &str| {
+            let mut e = JournalEntry::new("opencode", c).target("ses_1");
+            e.outcome = "ok".to_owned();
+            e
+        };
+        let journal = [
+            call("POST /session"),
+            call("POST /session/ses_1/message"),
+            call("POST /session/ses_1/revert"),
+            call("GET /session/ses_1"),
+            call("GET /session/ses_1/message"),
+            call("POST /session/ses_1/message"),
+            call("GET /session/ses_1/message"),
+        ];
+        let steps: Vec<Step> = observe("opencode", "1.18.33", &journal)
+            .iter()
+            .map(|o| o.step)
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                Step::Start,
+                Step::Deliver,
+                Step::Restore,
+                Step::Verify,
+                Step::Verify,
+                Step::Continue
+            ]
+        );
+    }
+}
