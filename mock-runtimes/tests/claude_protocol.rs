@@ -536,10 +536,17 @@ fn the_real_errors_have_the_real_form() {
     // A --resume value that is not a UUID.
     let out = restore(&env, "not-a-uuid", A1);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout_lines(&out)[0]["errors"][0]
+    let error = stdout_lines(&out)[0]["errors"][0]
         .as_str()
         .unwrap()
-        .contains("is not a valid UUID"));
+        .to_owned();
+    // The real 2.1.197 wording (the CLI also resumes by session title).
+    assert!(
+        error.starts_with(
+            "Error: --resume requires a valid session ID or session title when used with --print."
+        ),
+        "{error}"
+    );
 
     // --session-id rules.
     let out = env.run(&["-p", "--session-id", "nope", "x"], &[]);

@@ -390,7 +390,7 @@ impl Run {
         let (id, path) = match &o.resume {
             Some(value) => {
                 let Some(value) = value.as_deref().filter(|v| !v.is_empty()) else {
-                    return Err(self.fail_load("Error: --resume requires a valid session ID when used with --print. Usage: claude -p --resume <session-id>"));
+                    return Err(self.fail_load("Error: --resume requires a valid session ID or session title when used with --print. Usage: claude -p --resume <session-id>"));
                 };
                 let id = session_of_resume_value(value).to_owned();
                 let path = if value.ends_with(".jsonl") {
@@ -398,7 +398,7 @@ impl Run {
                     p.is_file().then_some(p)
                 } else if uuid::Uuid::parse_str(value).is_err() {
                     return Err(self.fail_load(&format!(
-                        "Error: --resume requires a valid session ID when used with --print. Usage: claude -p --resume <session-id>. Session IDs must be in UUID format (e.g., 550e8400-e29b-41d4-a716-446655440000). Provided value \"{value}\" is not a valid UUID"
+                        "Error: --resume requires a valid session ID or session title when used with --print. Usage: claude -p --resume <session-id>. Session IDs must be in UUID format (e.g., 550e8400-e29b-41d4-a716-446655440000). Provided value \"{value}\" is not a valid UUID"
                     )));
                 } else {
                     find_transcript(&self.config_dir, &self.cwd, value)

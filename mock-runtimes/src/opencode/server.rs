@@ -203,8 +203,9 @@ impl Body {
             Body::Json(other) => Err(ApiError::bad_request(format!(
                 "Expected object, got {other}"
             ))),
+            // As the real server: a body that is not JSON is no validation error but a 500.
             Body::Invalid { error, .. } => {
-                Err(ApiError::bad_request(format!("Invalid JSON body: {error}")))
+                Err(ApiError::unknown(format!("Unexpected JSON body: {error}")))
             }
         }
     }
