@@ -432,24 +432,26 @@ fn the_boundary_takes_effect_with_the_next_prompt_and_later_resumes_follow_it() 
     assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
     assert_eq!(chain[2].text, "instead of two");
 
-    // A later plain resume follows the new leaf, and the rewound turn is off the chain.
+    // As the real CLI 2.1.197: a later PLAIN resume goes back to the older branch (the first
+    // leaf in the file), however the newer one ends; naming the leaf keeps the new branch.
     let mut resume_args = STREAM.to_vec();
     let resume = format!("--resume={SESSION}");
     resume_args.push(&resume);
-    let out = env.run(&resume_args, &[user("three", None)]);
+    let out = env.run(&resume_args, &[user("plain", None)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let later = env.chain(SESSION);
-    assert_eq!(later.len(), 6);
-    assert_eq!(
-        later[4].parent_uuid.as_deref(),
-        Some(chain[3].uuid.as_str())
-    );
+    let plain = env.chain(SESSION);
+    assert_eq!(plain[4].parent_uuid.as_deref(), Some(A2), "{plain:?}");
+    let at = format!("--resume-session-at={}", chain[3].uuid);
+    let named = with(&STREAM, &[resume.as_str(), at.as_str()]);
+    let out = env.run(&refs(&named), &[user("named", None)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kept = env.chain(SESSION);
+    assert_eq!(kept.len(), 6);
+    assert_eq!(kept[4].parent_uuid.as_deref(), Some(chain[3].uuid.as_str()));
+    assert_eq!(kept[4].text, "named");
+    // Both branches stay in the file, and either can be named.
     let out = restore(&env, SESSION, A2);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        stdout_lines(&out)[0]["errors"][0],
-        format!("No message found with message.uuid of: {A2}")
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]
@@ -942,10 +944,10 @@ fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
     assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
 
     // A prompt-less restore moves nothing and delivers nothing: the next plain resume
-    // continues from the live leaf, the answer to "instead".
+    // continues from the first leaf in the file, the seeded A2.
     let out = restore(&env, SESSION, A1);
     assert!(out.status.success(), "{}", stderr(&out));
-    let live: Vec<String> = env.uuids(SESSION);
+    let live: Vec<String> = [U1, A1, U2, A2].iter().map(|s| s.to_string()).collect();
     let resume = format!("--resume={SESSION}");
     let args = with(&STREAM, &[resume.as_str()]);
     let out = env.run_witnessed(&refs(&args), &[user("later", None)], Some(witness.url()));
@@ -967,7 +969,9 @@ fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
         .unwrap()
         .to_owned();
     assert_ne!(forked, SESSION);
-    let live = env.uuids(SESSION);
+    // A plain resume (and a fork of it) continues from the first leaf in the file: now the
+    // answer to "instead", as "later" went on from A2.
+    let live: Vec<String> = chain.iter().map(|e| e.uuid.clone()).collect();
     let fork = &witness.seen()[2].request;
     assert_eq!(fork.target, SESSION);
     assert_eq!(fork.before["sessionId"], SESSION);

@@ -21,8 +21,8 @@
 //!   (`subtype: "error_during_execution"`, `is_error: true`, `errors: [message]`, the session
 //!   id of the fresh process) and otherwise the message on stderr, exit 1, with no
 //!   `system/init` before them: `No conversation found with session ID: <id>` (no transcript,
-//!   or one without a conversation) and `No message found with message.uuid of: <uuid>` (the
-//!   uuid is not on the live chain; an entry of an abandoned branch is not found either).
+//!   or one without a conversation) and `No message found with message.uuid of: <uuid>` (no
+//!   chain entry of the transcript has that uuid; an entry of another branch is found).
 //!   A stdin line that is not JSON: `Error parsing streaming input line: <line>: <error>` on
 //!   stderr, exit 1.
 //! - stdout with stream-json: `system/init` (`session_id`, `cwd`, `model`, `permissionMode`,
@@ -38,8 +38,12 @@
 //!   --resume-session-at=<uuid>` with no user message on stdin validates the session and the
 //!   uuid (the load errors below), then exits 0 with no output and writes nothing, so a later
 //!   plain `--resume` continues from the old leaf. The boundary takes effect only together
-//!   with a prompt: that run's user entry gets `parentUuid = <uuid>`, and later plain
-//!   `--resume` runs follow the new leaf.
+//!   with a prompt: that run's user entry gets `parentUuid = <uuid>`.
+//! - WHERE A PLAIN `--resume` CONTINUES, as on the real CLI 2.1.197: from the first chain entry
+//!   in the file that has no child, not from the newest `last-prompt` leaf. So after a
+//!   `--resume-session-at` branch a plain resume goes back to the older branch, however long
+//!   the newer one is; a client that wants the new branch names its leaf with
+//!   `--resume-session-at` on every run.
 //! - Transcripts in `$CLAUDE_CONFIG_DIR` (default `$HOME/.claude`) `/projects/<slug>/<id>.jsonl`
 //!   (see [`project_slug`]), laid out as the real CLI writes them: per prompt the
 //!   `queue-operation` records, the `user` entry (a `uuid` given on the stdin message is kept)
@@ -49,8 +53,8 @@
 //!   session is found in the project of the working directory first, then in any other
 //!   project, and written back to the file it was found in. Without `--fork-session` the new
 //!   turn is appended to the same file with its chain starting at the resume point (the
-//!   `--resume-session-at` entry, else the live leaf), so the rewound turns stay on disk off
-//!   the live chain. With
+//!   `--resume-session-at` entry, else the leaf a plain resume picks, above), so the rewound
+//!   turns stay on disk on another branch. With
 //!   `--fork-session` the run gets a new session id (`--session-id`, else a random one),
 //!   announced in `system/init`, and on its first turn a new file with a `mode` record and the
 //!   live chain up to the resume point copied (same uuids, new `sessionId`); the source file
@@ -71,7 +75,7 @@
 //! prompts of a run go to the session the run writes), `input` the message text, `before`
 //! `{"sessionId", "fresh": true when the session has no conversation yet, "leafUuid": the chain
 //! entry the new turn attaches to (the user entry's parent: the `--resume-session-at` uuid
-//! when given, else the live leaf; null when fresh), "chain":
+//! when given, else the leaf a plain resume picks; null when fresh), "chain":
 //! [user/assistant uuids of the live chain from the root to that leaf]}`. The first answer's
 //! number is journaled as the run's `witness` (more prompts in one run: all numbers in the
 //! detail). A failed witness call: `delivery witness failed: ...` on stderr, exit 1, the call

@@ -424,20 +424,22 @@ impl Run {
         if !transcript.has_conversation() {
             return Err(self.fail_load(&format!("No conversation found with session ID: {id}")));
         }
-        let mut entries = transcript.live_entries();
-        if let Some(at) = &o.resume_session_at {
-            match entries
-                .iter()
-                .position(|e| e.get("uuid").and_then(Value::as_str) == Some(at.as_str()))
-            {
-                Some(index) => entries.truncate(index + 1),
+        // `--resume-session-at` continues from that entry, wherever it is in the file; a plain
+        // resume from the leaf the real CLI picks (`Transcript::resume_leaf`).
+        let entries = match &o.resume_session_at {
+            Some(at) => match transcript.chain_to(at) {
+                Some(entries) => entries,
                 None => {
                     return Err(
                         self.fail_load(&format!("No message found with message.uuid of: {at}"))
                     )
                 }
-            }
-        }
+            },
+            None => transcript
+                .resume_leaf()
+                .and_then(|leaf| transcript.chain_to(&leaf))
+                .unwrap_or_default(),
+        };
         Ok(Some(Loaded { id, path, entries }))
     }
 

@@ -386,11 +386,40 @@ impl Transcript {
             .map(str::to_owned)
     }
 
+    /// The leaf a plain `--resume` continues from, as Claude Code 2.1.197 picks it: the FIRST
+    /// chain entry in the file that no entry names as its parent. So after a
+    /// `--resume-session-at` branch, a plain resume goes back to the older branch, whatever the
+    /// `last-prompt` records say and however long the newer branch is (observed on the real CLI).
+    pub fn resume_leaf(&self) -> Option<String> {
+        let parents: HashSet<&str> = self
+            .lines
+            .iter()
+            .filter(|l| is_chain_entry(l))
+            .filter_map(|l| l.get("parentUuid").and_then(Value::as_str))
+            .collect();
+        self.lines
+            .iter()
+            .filter(|l| is_chain_entry(l))
+            .map(uuid_of)
+            .find(|uuid| !parents.contains(uuid))
+            .map(str::to_owned)
+    }
+
+    /// The chain entries (of every kind) from the root to `leaf`, when it is a chain entry.
+    pub fn chain_to(&self, leaf: &str) -> Option<Vec<Value>> {
+        let entries = self.entries_to(leaf);
+        (!entries.is_empty()).then_some(entries)
+    }
+
     /// The chain entries (of every kind) from the root to the live leaf.
     pub fn live_entries(&self) -> Vec<Value> {
-        let Some(leaf) = self.leaf() else {
-            return Vec::new();
-        };
+        match self.leaf() {
+            Some(leaf) => self.entries_to(&leaf),
+            None => Vec::new(),
+        }
+    }
+
+    fn entries_to(&self, leaf: &str) -> Vec<Value> {
         let by_uuid: HashMap<&str, &Value> = self
             .lines
             .iter()
@@ -399,7 +428,7 @@ impl Transcript {
             .collect();
         let mut chain = Vec::new();
         let mut seen = HashSet::new();
-        let mut next = Some(leaf.as_str());
+        let mut next = Some(leaf);
         while let Some(uuid) = next {
             if !seen.insert(uuid.to_owned()) {
                 break;

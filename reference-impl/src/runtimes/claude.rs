@@ -50,10 +50,12 @@
 //!   [`RestoreFailure::NotVerified`].
 //!
 //! Live delivery ([`deliver`]) runs the CLI once per input, with one stream-json user message on
-//! stdin: `--resume=<id>` when the agent's transcript has a live chain (the point is its current
-//! leaf, or the pending boundary with `--resume-session-at`), else `--session-id=<new uuid>`
-//! (the point is that session's zero boundary). Its run is
-//! judged by the same rules; the answer is the `result` line's text.
+//! stdin: `--resume=<id> --resume-session-at=<leaf>` when the agent's transcript has a live chain
+//! (the point is that leaf: the chain's current leaf, or the pending boundary), else
+//! `--session-id=<new uuid>` (the point is that session's zero boundary). The leaf is always
+//! named: after a `--resume-session-at` branch the real CLI's plain `--resume` goes back to the
+//! old branch. Every resumed run is checked to continue from its leaf. Its run is judged by the
+//! same rules; the answer is the `result` line's text.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -140,9 +142,9 @@ pub async fn restore(
 /// How a delivery addresses the agent's Claude session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SessionPlan {
-    /// The agent's session has a transcript with a live chain: `--resume=<id>`, and the
-    /// recovery point is the chain's current leaf, or the boundary a rewind bound to this
-    /// delivery (`bound`: then `--resume-session-at=<boundary>` too).
+    /// The agent's session has a transcript with a live chain: `--resume=<id>
+    /// --resume-session-at=<boundary>`, and the recovery point is that boundary: the chain's
+    /// current leaf, or the boundary a rewind bound to this delivery (`bound`).
     Resume {
         session_id: String,
         boundary: String,
@@ -176,15 +178,17 @@ impl SessionPlan {
         }
     }
 
-    /// The CLI arguments of the delivery run (never `--rewind-files`).
+    /// The CLI arguments of the delivery run (never `--rewind-files`). A resumed session is
+    /// always resumed AT the leaf the daemon means (the live leaf, or the bound boundary): after
+    /// a `--resume-session-at` branch, the real CLI's plain `--resume` goes back to the old
+    /// branch's leaf (Claude Code 2.1.197), so the leaf is never left to the CLI to pick.
     fn args(&self) -> Vec<String> {
         match self {
             SessionPlan::Resume {
                 session_id,
                 boundary,
-                bound: true,
+                ..
             } => restore_args(session_id, boundary),
-            SessionPlan::Resume { session_id, .. } => stream_args(format!("--resume={session_id}")),
             SessionPlan::New { session_id } => stream_args(format!("--session-id={session_id}")),
         }
     }
@@ -303,7 +307,8 @@ fn answer_text(stdout: &[String]) -> String {
 /// transcript, else a new session at the zero boundary); `commit` gets its
 /// `{sessionId, boundaryUuid}` ref (and the new session id); only after it returned `Ok` does
 /// the CLI run, as `claude --output-format=stream-json --input-format=stream-json --verbose`
-/// plus `--resume=<id>` or `--session-id=<new>`, in the agent's working directory with its
+/// plus `--resume=<id> --resume-session-at=<leaf>` or `--session-id=<new>`, in the agent's
+/// working directory with its
 /// environment, one stream-json user message on stdin, stdin then closed, bounded by
 /// `timeout`. The run is judged like a restore run (an error result, a non-zero exit, no
 /// result line fail it); the answer is the `result` line's text.
@@ -335,15 +340,23 @@ where
     };
     let line = user_line(input);
     let known = match &plan {
-        SessionPlan::Resume { bound: true, .. } => Some(transcript_uuids(settings, session_id)?),
-        _ => None,
+        SessionPlan::Resume { .. } => Some(transcript_uuids(settings, session_id)?),
+        SessionPlan::New { .. } => None,
     };
     let (lines, stderr, exit) =
         run_cli(settings, &plan.args(), Some(&line), timeout, &action).await?;
     judge_run(&lines, &stderr, exit, session_id, &action)?;
-    if let (SessionPlan::Resume { boundary, .. }, Some(known)) = (&plan, known) {
+    if let (
+        SessionPlan::Resume {
+            boundary, bound, ..
+        },
+        Some(known),
+    ) = (&plan, known)
+    {
         verify_continues_from(settings, session_id, boundary, &known)?;
-        clear_pending(settings, session_id)?;
+        if *bound {
+            clear_pending(settings, session_id)?;
+        }
     }
     Ok(answer_text(&lines))
 }
@@ -1199,7 +1212,8 @@ mod tests {
                 "--output-format=stream-json",
                 "--input-format=stream-json",
                 "--verbose",
-                &format!("--resume={session}")
+                &format!("--resume={session}"),
+                "--resume-session-at=a1",
             ]
         );
 
@@ -1377,7 +1391,7 @@ mod tests {
         // A failed run: the point was committed, the delivery fails.
         std::fs::write(
             &faults,
-            serde_json::json!({"rules": [{"target": session, "call": "resume", "kind": "error"}]})
+            serde_json::json!({"rules": [{"target": session, "call": "resume-at", "kind": "error"}]})
                 .to_string(),
         )
         .unwrap();
