@@ -149,6 +149,7 @@ Feature: Live delivery writes the recovery points a rewind restores (spec sectio
     And messages "m2, m2-cody" are untouched
     And no rewind operation is recorded but a failed one
     And the codex runtime received no "thread/rollback" call
+    And the codex runtime received no "thread/revert" call
 
   @rule:runtime.no-cross-scope-activity
   Scenario: deliveries in another conversation before the agent's first participation do not block the rewind

@@ -24,15 +24,22 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And the runtime of agent "cody" was restored to its recovery point for message "codex-1"
     And the codex thread of agent "cody" has no turns
 
-  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores @ambiguity:restore-failure-wording
-  Scenario: a Codex release without thread/rollback fails the restore, and nothing is applied
+  @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores @rule:runtime.restore-verify @ambiguity:restore-failure-wording
+  Scenario: a Codex release without thread/rollback fails the restore with nothing applied, or restores by thread/revert
     Given the conversation "runtime-agents"
-    And the codex runtime is release "0.156.0"
+    And the codex runtime is release "0.171.0"
     When human "alice" rewinds to before message "codex-3"
-    Then the rewind is refused as a failed runtime restore
-    And messages "codex-3, codex-4" are untouched
-    And no rewind operation is recorded but a failed one
-    And the codex session of agent "cody" is as seeded
+    Then the rewind of "codex-3, codex-4" either fails the codex restore of agent "cody", leaving them and its thread as they were, or completes with the thread restored to its recovery point for message "codex-3"
+
+  @rule:runtime.codex-thread-rollback @rule:runtime.codex-recovery-ref @rule:runtime.restore-verify
+  Scenario: on Codex 0.155 a legacy-history thread is rolled back with thread/rollback
+    Given the conversation "runtime-agents"
+    And the codex runtime is release "0.155.1"
+    When human "alice" rewinds to before message "codex-3"
+    Then the rewind completes
+    And the runtime of agent "cody" was restored to its recovery point for message "codex-3"
+    And the codex thread of agent "cody" has turns "turn-1"
+    And messages "codex-3, codex-4" are rewound tombstones
 
   @rule:runtime.codex-thread-rollback @rule:runtime.apply-after-all-restores @rule:runtime.restore-verify @ambiguity:restore-failure-wording
   Scenario: a codex thread another app-server holds is not rolled back, and nothing is applied

@@ -64,12 +64,19 @@ impl MockRuntime {
         }
     }
 
-    /// The call name of this runtime's native restore, as fault plans and journals name it.
+    /// The call name of this runtime's native restore, as fault plans and journals name it
+    /// (codex: the first of [`MockRuntime::restore_calls`]).
     pub fn restore_call(self) -> &'static str {
+        self.restore_calls()[0]
+    }
+
+    /// Every call that can be this runtime's native restore: codex restores a legacy thread with
+    /// `thread/rollback` (releases before 0.156) and a paginated one with `thread/revert`.
+    pub fn restore_calls(self) -> &'static [&'static str] {
         match self {
-            MockRuntime::Codex => "thread/rollback",
-            MockRuntime::Claude => "resume-at",
-            MockRuntime::OpenCode => "revert",
+            MockRuntime::Codex => &["thread/rollback", "thread/revert"],
+            MockRuntime::Claude => &["resume-at"],
+            MockRuntime::OpenCode => &["revert"],
         }
     }
 }
@@ -389,9 +396,15 @@ impl MockRuntimes {
                             },
                         });
                     }
+                    // The mode the imitated release's users hold (legacy under 0.155).
                     let thread = codex::SeedThread {
                         thread_id: session.thread_id.clone(),
                         turns,
+                        history_mode: Some(codex::seed_history_mode(
+                            self.codex_version
+                                .as_deref()
+                                .unwrap_or(codex::DEFAULT_VERSION),
+                        )),
                     };
                     codex::seed_thread(&self.home(MockRuntime::Codex), &thread)
                         .map_err(io(format!("seeding codex thread {}", session.thread_id)))?;
@@ -498,10 +511,22 @@ impl MockRuntimes {
         self.start_opencode().await
     }
 
-    /// Makes the Codex app-server imitate another release (e.g. `0.156.0`, which no longer has
-    /// `thread/rollback`). Takes effect for implementations attached afterwards.
-    pub fn use_codex_version(&mut self, version: &str) {
+    /// Makes the Codex app-server imitate another release (e.g. `0.155.1`, the last one with
+    /// `thread/rollback`). Takes effect for implementations attached afterwards; the threads
+    /// seeded so far take the history mode that release's users hold
+    /// ([`codex::seed_history_mode`]: legacy under 0.155, paginated from 0.156 on).
+    pub fn use_codex_version(&mut self, version: &str) -> Result<(), MockError> {
         self.codex_version = Some(version.to_owned());
+        let mode = codex::seed_history_mode(version);
+        let home = self.home(MockRuntime::Codex);
+        for (runtime, thread_id) in self.sessions.values() {
+            if *runtime == MockRuntime::Codex {
+                codex::set_history_mode(&home, thread_id, mode).map_err(io(format!(
+                    "switching codex thread {thread_id} to {mode:?}"
+                )))?;
+            }
+        }
+        Ok(())
     }
 
     /// The home directory of one mock (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, the OpenCode data
@@ -619,8 +644,8 @@ impl MockRuntimes {
         }
     }
 
-    /// Adds a fault to one mock's plan: every `call` (default: its restore call) on `target`
-    /// answers with `kind`.
+    /// Adds a fault to one mock's plan: every `call` (default: each of its restore calls) on
+    /// `target` answers with `kind`.
     pub fn add_fault(
         &self,
         runtime: MockRuntime,
@@ -631,12 +656,18 @@ impl MockRuntimes {
     ) -> Result<(), MockError> {
         let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
         let mut plan = FaultPlan::load(&path).map_err(MockError::Faults)?;
-        plan.rules.push(FaultRule {
-            target: target.to_owned(),
-            call: Some(call.unwrap_or(runtime.restore_call()).to_owned()),
-            kind,
-            hang_ms,
-        });
+        let calls = match call {
+            Some(call) => vec![call],
+            None => runtime.restore_calls().to_vec(),
+        };
+        for call in calls {
+            plan.rules.push(FaultRule {
+                target: target.to_owned(),
+                call: Some(call.to_owned()),
+                kind,
+                hang_ms,
+            });
+        }
         plan.save(&path)
             .map_err(io(format!("writing {}", path.display())))
     }

@@ -6,7 +6,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use rewind_mock_runtimes::codex::{self, SeedThread, SeedTurn};
+use rewind_mock_runtimes::codex::{self, HistoryMode, SeedThread, SeedTurn};
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
 use rewind_mock_runtimes::witness::WITNESS_ENV;
@@ -29,6 +29,11 @@ struct Server {
 impl Server {
     fn start(home: &Path) -> Server {
         Server::start_with(home, &[])
+    }
+
+    /// A server imitating Codex 0.155.1, the last release with `thread/rollback`.
+    fn v155(home: &Path) -> Server {
+        Server::start_with(home, &[(codex::VERSION_ENV, "0.155.1")])
     }
 
     fn start_with(home: &Path, env: &[(&str, &str)]) -> Server {
@@ -192,7 +197,12 @@ impl Drop for Server {
     }
 }
 
+/// Seeds a legacy-history thread (as a 0.155 daemon would have started it).
 fn seed(home: &Path, turns: usize) {
+    seed_in(home, turns, Some(HistoryMode::Legacy));
+}
+
+fn seed_in(home: &Path, turns: usize, history_mode: Option<HistoryMode>) {
     codex::seed_thread(
         home,
         &SeedThread {
@@ -204,6 +214,7 @@ fn seed(home: &Path, turns: usize) {
                     output: format!("answer {i}"),
                 })
                 .collect(),
+            history_mode,
         },
     )
     .unwrap();
@@ -254,7 +265,10 @@ fn handshake_errors() {
     assert_eq!(message, "Invalid request: missing field `threadId`");
     let result = server.handshake(false);
     assert_eq!(result["codexHome"], home.path().display().to_string());
-    assert!(result["userAgent"].as_str().unwrap().contains("0.155.0"));
+    assert!(result["userAgent"]
+        .as_str()
+        .unwrap()
+        .contains(codex::DEFAULT_VERSION));
     assert!(result["platformOs"].is_string() && result["platformFamily"].is_string());
     assert_eq!(
         server.err(
@@ -290,8 +304,15 @@ fn initialize_refuses_a_client_name_that_is_not_a_header_value() {
 
 #[test]
 fn start_and_turn_follow_the_real_notification_order() {
+    for version in ["0.155.1", codex::DEFAULT_VERSION] {
+        notification_order(version);
+    }
+}
+
+/// The order seen on the real release: 0.155 has no `thread/readState/changed`.
+fn notification_order(version: &str) {
     let home = tempfile::tempdir().unwrap();
-    let mut server = Server::start(home.path());
+    let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, version)]);
     server.handshake(true);
     let (answer, _) = server.call("thread/start", json!({ "historyMode": "legacy" }));
     let thread = &answer["result"]["thread"];
@@ -318,6 +339,7 @@ fn start_and_turn_follow_the_real_notification_order() {
         json!({ "threadId": thread_id, "input": [{ "type": "text", "text": "hello there", "text_elements": [] }] }),
     );
     assert_eq!(turn["turn"]["status"], "inProgress");
+    assert_eq!(turn["turn"]["startedAt"], Value::Null, "as the real answer");
     let turn_id = turn["turn"]["id"].as_str().unwrap().to_owned();
     let notes = server.until("turn/completed");
     let mut names = methods(&notes);
@@ -327,30 +349,59 @@ fn start_and_turn_follow_the_real_notification_order() {
         .collect();
     assert!(deltas.len() >= 2, "the reply streams in several deltas");
     names.dedup();
+    let mut want = vec![
+        "warning",
+        "thread/status/changed",
+        "turn/started",
+        "item/started",
+        "item/completed",
+        "item/started",
+        "item/agentMessage/delta",
+        "item/completed",
+        "thread/tokenUsage/updated",
+        "account/rateLimits/updated",
+        "thread/readState/changed",
+        "thread/status/changed",
+        "turn/completed",
+    ];
+    if version.starts_with("0.155") {
+        want.retain(|m| *m != "thread/readState/changed");
+    }
+    assert_eq!(names, want, "{version}");
+    assert_eq!(notes[0]["params"]["threadId"], thread_id.as_str());
+    assert!(notes[0]["params"]["message"].is_string());
+    assert_eq!(notes[1]["params"]["status"]["type"], "active");
+    assert_eq!(notes[3]["params"]["item"]["type"], "userMessage");
     assert_eq!(
-        names,
-        [
-            "thread/status/changed",
-            "turn/started",
-            "item/started",
-            "item/completed",
-            "item/started",
-            "item/agentMessage/delta",
-            "item/completed",
-            "thread/tokenUsage/updated",
-            "thread/status/changed",
-            "turn/completed",
-        ]
+        notes
+            .iter()
+            .find(|n| n["method"] == "turn/started")
+            .unwrap()["params"]["turn"]["id"],
+        turn_id.as_str()
     );
-    assert_eq!(notes[0]["params"]["status"]["type"], "active");
-    assert_eq!(notes[2]["params"]["item"]["type"], "userMessage");
+    let limits = notes
+        .iter()
+        .find(|n| n["method"] == "account/rateLimits/updated")
+        .unwrap();
+    assert_eq!(limits["params"]["rateLimits"]["primary"], Value::Null);
+    if let Some(read) = notes
+        .iter()
+        .find(|n| n["method"] == "thread/readState/changed")
+    {
+        assert_eq!(read["params"]["threadId"], thread_id.as_str());
+        assert!(read["params"]["readState"]["revision"].is_string());
+    }
     let text: String = deltas
         .iter()
         .map(|d| d["params"]["delta"].as_str().unwrap())
         .collect();
     assert_eq!(text, rewind_mock_runtimes::reply_to("hello there"));
     assert_eq!(text, "Mock reply to: hello there");
-    let last_item = &notes[notes.len() - 4];
+    let last_item = notes
+        .iter()
+        .rev()
+        .find(|n| n["method"] == "item/completed")
+        .unwrap();
     assert_eq!(last_item["method"], "item/completed");
     assert_eq!(last_item["params"]["item"]["type"], "agentMessage");
     assert_eq!(last_item["params"]["item"]["text"], text.as_str());
@@ -411,7 +462,7 @@ fn read_shows_turns_only_when_asked_and_refuses_unknown_threads() {
 fn rollback_drops_turns_from_the_end_and_persists() {
     let home = tempfile::tempdir().unwrap();
     seed(home.path(), 3);
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     // Not loaded in this process yet.
     assert_eq!(
@@ -452,7 +503,7 @@ fn rollback_drops_turns_from_the_end_and_persists() {
     assert!(server.close().success());
 
     // A later app-server process resumes the rolled-back thread.
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
     assert_eq!(turn_ids(&resumed["thread"]), ["turn-1"]);
@@ -474,7 +525,13 @@ fn rollback_drops_turns_from_the_end_and_persists() {
 #[test]
 fn rollback_is_refused_on_paginated_threads_and_during_a_turn() {
     let home = tempfile::tempdir().unwrap();
-    let mut server = Server::start_with(home.path(), &[(codex::TURN_MS_ENV, "1500")]);
+    let mut server = Server::start_with(
+        home.path(),
+        &[
+            (codex::TURN_MS_ENV, "1500"),
+            (codex::VERSION_ENV, "0.155.1"),
+        ],
+    );
     server.handshake(true);
     let paginated = server.ok("thread/start", json!({}));
     let paginated_id = paginated["thread"]["id"].as_str().unwrap().to_owned();
@@ -534,7 +591,7 @@ fn a_turn_left_running_by_a_dead_process_reads_interrupted() {
     );
     server.until("turn/started");
     server.kill();
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     let resumed = server.ok("thread/resume", json!({ "threadId": id }));
     assert_eq!(resumed["thread"]["turns"][0]["status"], "interrupted");
@@ -598,6 +655,255 @@ fn revert_works_on_paginated_threads_only() {
     assert!(!state.rolled_back());
 }
 
+/// Seen on the real 0.155.1 and 0.171.0: a revert answers after `thread/status/changed`
+/// `notLoaded` then `idle`, and `thread/reverted` follows the answer; an unknown turn is
+/// refused after the same two notifications.
+#[test]
+fn revert_notifies_the_reload_before_it_answers() {
+    for version in ["0.155.1", codex::DEFAULT_VERSION] {
+        let home = tempfile::tempdir().unwrap();
+        seed_in(home.path(), 3, Some(HistoryMode::Paginated));
+        let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, version)]);
+        server.handshake(false);
+        server.ok(
+            "thread/resume",
+            json!({ "threadId": THREAD, "excludeTurns": true }),
+        );
+        let (answer, before) = server.call(
+            "thread/revert",
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-2" }),
+        );
+        assert!(answer.get("result").is_some(), "{version}: {answer}");
+        let statuses: Vec<&Value> = before
+            .iter()
+            .filter(|n| n["method"] == "thread/status/changed")
+            .map(|n| &n["params"]["status"]["type"])
+            .collect();
+        assert_eq!(statuses, [&json!("notLoaded"), &json!("idle")], "{version}");
+        assert!(before.iter().all(|n| n["method"] != "thread/reverted"));
+        let after = server.until("thread/reverted");
+        assert_eq!(after.len(), 1, "{version}: {after:?}");
+        assert_eq!(persisted_turns(home.path(), THREAD), ["turn-1"]);
+        let (answer, before) = server.call(
+            "thread/revert",
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-9" }),
+        );
+        assert_eq!(answer["error"]["message"], "turn not found: turn-9");
+        assert_eq!(methods(&before).len(), 2, "{version}: {before:?}");
+    }
+}
+
+/// `thread/turns/list` (served by 0.155.1 and 0.171.0, on both history modes): newest first by
+/// default, `sortDirection: "asc"` oldest first, `limit` pages, `nextCursor` continues and is
+/// null on the last page, `backwardsCursor` anchors the page's first turn; an unknown thread,
+/// a bad cursor and `limit: 0` answer as the real ones did.
+#[test]
+fn turns_list_pages_through_the_turns() {
+    for (version, mode) in [
+        ("0.155.1", HistoryMode::Legacy),
+        ("0.155.1", HistoryMode::Paginated),
+        (codex::DEFAULT_VERSION, HistoryMode::Paginated),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        seed_in(home.path(), 5, Some(mode));
+        let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, version)]);
+        server.handshake(false);
+        let newest_first = server.ok("thread/turns/list", json!({ "threadId": THREAD }));
+        let ids = |page: &Value| -> Vec<String> {
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            ids(&newest_first),
+            ["turn-5", "turn-4", "turn-3", "turn-2", "turn-1"]
+        );
+        assert_eq!(newest_first["nextCursor"], Value::Null);
+        assert!(newest_first["backwardsCursor"].is_string());
+        assert_eq!(newest_first["data"][0]["itemsView"], "summary");
+        let mut seen = Vec::new();
+        let mut cursor = Value::Null;
+        let mut pages = 0;
+        loop {
+            let mut params = json!({
+                "threadId": THREAD, "limit": 2, "sortDirection": "asc", "itemsView": "notLoaded",
+            });
+            if !cursor.is_null() {
+                params["cursor"] = cursor.clone();
+            }
+            let page = server.ok("thread/turns/list", params);
+            assert_eq!(page["data"][0]["items"], json!([]));
+            assert_eq!(page["data"][0]["itemsView"], "notLoaded");
+            seen.extend(ids(&page));
+            pages += 1;
+            cursor = page["nextCursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+            assert!(cursor.is_string(), "{version}: {page}");
+        }
+        assert_eq!(pages, 3);
+        assert_eq!(seen, ["turn-1", "turn-2", "turn-3", "turn-4", "turn-5"]);
+        // No history-hydration notice for a paged read.
+        let (_, before) = server.call(
+            "thread/turns/list",
+            json!({ "threadId": THREAD, "limit": 1 }),
+        );
+        assert!(before.is_empty(), "{before:?}");
+        let (code, message) = server.err(
+            "thread/turns/list",
+            json!({ "threadId": "04cd6ae5-fcb9-4c6a-b6da-92b711162dc1" }),
+        );
+        assert_eq!(code, -32600);
+        assert_eq!(
+            message,
+            "thread not loaded: 04cd6ae5-fcb9-4c6a-b6da-92b711162dc1"
+        );
+        assert_eq!(
+            server.err(
+                "thread/turns/list",
+                json!({ "threadId": THREAD, "cursor": "garbage" })
+            ),
+            (-32600, "invalid cursor: garbage".to_owned())
+        );
+        let empty = server.ok(
+            "thread/turns/list",
+            json!({ "threadId": THREAD, "limit": 0 }),
+        );
+        assert_eq!(
+            empty,
+            json!({ "data": [], "nextCursor": null, "backwardsCursor": null })
+        );
+    }
+}
+
+/// The current release (the default): threads start paginated, a full-history read of a
+/// paginated thread is preceded by a `deprecationNotice` (the paged read and a legacy thread's
+/// read are not), `thread/read` carries `readState`, `thread/unsubscribe` answers
+/// `unsubscribed`, and a legacy thread can be neither rolled back nor reverted.
+#[test]
+fn the_current_release_serves_paginated_history() {
+    let home = tempfile::tempdir().unwrap();
+    seed_in(home.path(), 2, None);
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .history_mode,
+        HistoryMode::Paginated,
+        "a seed takes the default release's mode"
+    );
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let started = server.ok("thread/start", json!({}));
+    assert_eq!(started["thread"]["historyMode"], "paginated");
+    server.until("thread/started");
+
+    let (answer, before) = server.call(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
+    assert_eq!(methods(&before), ["deprecationNotice"]);
+    assert!(before[0]["params"]["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with(
+            "Full-history hydration is deprecated for paginated threads; omit `includeTurns`"
+        ));
+    assert_eq!(turn_ids(&answer["result"]["thread"]), ["turn-1", "turn-2"]);
+    assert!(answer["result"]["readState"].is_object(), "{answer}");
+    let (_, before) = server.call("thread/read", json!({ "threadId": THREAD }));
+    assert!(before.is_empty(), "{before:?}");
+
+    let (answer, before) = server.call("thread/resume", json!({ "threadId": THREAD }));
+    assert_eq!(methods(&before), ["deprecationNotice"]);
+    assert!(before[0]["params"]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("use `excludeTurns: true`"));
+    assert_eq!(turn_ids(&answer["result"]["thread"]), ["turn-1", "turn-2"]);
+    let (answer, before) = server.call(
+        "thread/resume",
+        json!({ "threadId": THREAD, "excludeTurns": true }),
+    );
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(answer["result"]["thread"]["turns"], json!([]));
+    assert_eq!(answer["result"]["thread"]["historyMode"], "paginated");
+    assert_eq!(
+        server.ok("thread/unsubscribe", json!({ "threadId": THREAD })),
+        json!({ "status": "unsubscribed" })
+    );
+
+    // A legacy thread (started by 0.155) cannot be restored by this release.
+    let legacy = tempfile::tempdir().unwrap();
+    seed_in(legacy.path(), 2, Some(HistoryMode::Legacy));
+    let mut server = Server::start(legacy.path());
+    server.handshake(true);
+    let (answer, before) = server.call("thread/resume", json!({ "threadId": THREAD }));
+    assert!(
+        before.is_empty(),
+        "no notice for a legacy thread: {before:?}"
+    );
+    assert_eq!(answer["result"]["thread"]["historyMode"], "legacy");
+    let (_, message) = server.err(
+        "thread/rollback",
+        json!({ "threadId": THREAD, "numTurns": 1 }),
+    );
+    assert!(
+        message.contains("unknown variant `thread/rollback`"),
+        "{message}"
+    );
+    assert_eq!(
+        server.err(
+            "thread/revert",
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-2" })
+        ),
+        (
+            -32600,
+            "thread/revert only supports paginated threads".to_owned()
+        )
+    );
+    assert_eq!(persisted_turns(legacy.path(), THREAD), ["turn-1", "turn-2"]);
+}
+
+/// 0.155.1: `thread/read` answers `{thread}` without `readState`, and a paginated thread is
+/// reverted there too (rollback refuses it).
+#[test]
+fn release_0_155_reverts_paginated_threads_and_reads_without_read_state() {
+    let home = tempfile::tempdir().unwrap();
+    seed_in(home.path(), 3, None);
+    codex::set_history_mode(home.path(), THREAD, codex::seed_history_mode("0.155.1")).unwrap();
+    let mut server = Server::v155(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    let read = server.ok("thread/read", json!({ "threadId": THREAD }));
+    assert!(read.get("readState").is_none(), "{read}");
+    assert_eq!(read["thread"]["historyMode"], "legacy");
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    let turn = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "one" }] }),
+    );
+    server.until("turn/completed");
+    let first = turn["turn"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        server.err("thread/rollback", json!({ "threadId": id, "numTurns": 1 })),
+        (
+            -32600,
+            "paginated threads do not support thread/rollback".to_owned()
+        )
+    );
+    server.ok(
+        "thread/revert",
+        json!({ "threadId": id, "beforeTurnId": first }),
+    );
+    assert!(persisted_turns(home.path(), &id).is_empty());
+}
+
 #[test]
 fn version_0_156_has_no_rollback() {
     let home = tempfile::tempdir().unwrap();
@@ -649,21 +955,25 @@ fn unknown_methods_bad_params_and_bad_lines() {
     let (code, message) = server.err("thread/fly", json!({}));
     assert_eq!(code, -32600);
     assert!(
+        message.contains("`thread/turns/list`") && message.contains("`thread/unsubscribe`"),
+        "{message}"
+    );
+    assert!(
         message.starts_with(
             "Invalid request: unknown variant `thread/fly`, expected one of `initialize`"
         ),
         "{message}"
     );
     assert_eq!(
-        server.err("thread/rollback", json!({ "numTurns": 1 })),
+        server.err("thread/revert", json!({ "beforeTurnId": "t" })),
         (
             -32600,
             "Invalid request: missing field `threadId`".to_owned()
         )
     );
     let (_, message) = server.err(
-        "thread/rollback",
-        json!({ "threadId": THREAD, "numTurns": "two" }),
+        "thread/turns/list",
+        json!({ "threadId": THREAD, "limit": "two" }),
     );
     assert!(
         message.starts_with("Invalid request: invalid type: string \"two\""),
@@ -700,7 +1010,7 @@ fn fault_error_answers_an_internal_error() {
         home.path(),
         vec![rule("thread/rollback", FaultKind::Error, None)],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     let (answer, before) = server.call(
@@ -735,7 +1045,7 @@ fn fault_hang_with_hang_ms_answers_late() {
         home.path(),
         vec![rule("thread/rollback", FaultKind::Hang, Some(400))],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     let started = Instant::now();
@@ -755,7 +1065,7 @@ fn fault_hang_without_hang_ms_never_answers() {
         home.path(),
         vec![rule("thread/rollback", FaultKind::Hang, None)],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     let id = server.send_request(
@@ -790,7 +1100,7 @@ fn fault_no_effect_reports_success_and_changes_nothing() {
         home.path(),
         vec![rule("thread/rollback", FaultKind::NoEffect, None)],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     let rolled = server.ok(
@@ -820,7 +1130,7 @@ fn fault_unknown_session_answers_like_a_missing_thread() {
             hang_ms: None,
         }],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     assert_eq!(
         server.err("thread/resume", json!({ "threadId": THREAD })),
@@ -855,7 +1165,7 @@ fn fault_busy_refuses_the_rollback_and_reads_active() {
             hang_ms: None,
         }],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
     assert_eq!(resumed["thread"]["status"]["type"], "active");
@@ -885,7 +1195,7 @@ fn fault_crash_exits_mid_call_without_an_answer() {
         home.path(),
         vec![rule("thread/rollback", FaultKind::Crash, None)],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     let id = server.send_request(
@@ -925,7 +1235,7 @@ fn fault_crash_exits_mid_call_without_an_answer() {
 fn faults_are_reread_on_every_call() {
     let home = tempfile::tempdir().unwrap();
     seed(home.path(), 3);
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     set_faults(
@@ -958,7 +1268,7 @@ fn journal_records_the_process_and_every_call() {
         home.path(),
         vec![rule("thread/read", FaultKind::NoEffect, None)],
     );
-    let mut server = Server::start(home.path());
+    let mut server = Server::v155(home.path());
     server.handshake(true);
     server.ok("thread/resume", json!({ "threadId": THREAD }));
     server.ok(
@@ -1050,7 +1360,7 @@ fn the_process_refuses_to_start_without_a_usable_home_or_command_line() {
     let out = run(&["--version"], None, &[]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "codex-cli 0.155.0"
+        format!("codex-cli {}", codex::DEFAULT_VERSION)
     );
 }
 
@@ -1146,11 +1456,14 @@ fn several_text_items_are_one_input_and_an_empty_reply_has_no_agent_message() {
     assert_eq!(
         names,
         [
+            "warning",
             "thread/status/changed",
             "turn/started",
             "item/started",
             "item/completed",
             "thread/tokenUsage/updated",
+            "account/rateLimits/updated",
+            "thread/readState/changed",
             "thread/status/changed",
             "turn/completed",
         ]
@@ -1437,12 +1750,12 @@ fn a_thread_started_by_one_process_is_resumed_by_another_with_its_turns() {
 fn one_writer_per_thread_until_the_holder_exits_or_is_killed() {
     let home = tempfile::tempdir().unwrap();
     seed(home.path(), 2);
-    let mut holder = Server::start(home.path());
+    let mut holder = Server::v155(home.path());
     holder.handshake(true);
     holder.ok("thread/resume", json!({ "threadId": THREAD }));
     let _ = holder.call("thread/unsubscribe", json!({ "threadId": THREAD }));
 
-    let mut other = Server::start(home.path());
+    let mut other = Server::v155(home.path());
     other.handshake(true);
     let (code, message) = other.err("thread/resume", json!({ "threadId": THREAD }));
     assert_eq!(code, -32600);
@@ -1467,7 +1780,7 @@ fn one_writer_per_thread_until_the_holder_exits_or_is_killed() {
 
     // That one is killed: no lock is left behind.
     other.kill();
-    let mut third = Server::start(home.path());
+    let mut third = Server::v155(home.path());
     third.handshake(true);
     let rolled = {
         third.ok("thread/resume", json!({ "threadId": THREAD }));

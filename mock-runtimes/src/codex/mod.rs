@@ -3,33 +3,55 @@
 //! `codex-rs/app-server` does. A daemon written against the real app-server drives it unchanged.
 //!
 //! # Protocol versions
-//! `REWIND_MOCK_CODEX_VERSION` picks the release imitated (default [`DEFAULT_VERSION`]):
-//! - `< 0.156.0` (default `0.155.0`) imitates Codex **0.155.x**: `thread/rollback` is served, but
-//!   only on threads started with `historyMode: "legacy"` (an experimental field: the connection
-//!   must have initialized with `capabilities.experimentalApi: true`); default threads are
-//!   paginated and refuse it (`-32600 "paginated threads do not support thread/rollback"`). Every
+//! `REWIND_MOCK_CODEX_VERSION` picks the release imitated (default [`DEFAULT_VERSION`], the
+//! current release):
+//! - `< 0.156.0` imitates Codex **0.155.x**: `thread/rollback` is served, but only on threads
+//!   started with `historyMode: "legacy"` (an experimental field: the connection must have
+//!   initialized with `capabilities.experimentalApi: true`); default threads are paginated and
+//!   refuse it (`-32600 "paginated threads do not support thread/rollback"`). Every
 //!   `thread/rollback` call is preceded by a `deprecationNotice` notification (except for the
 //!   client named `codex-tui`, as in the real server). Releases older than 0.155 (where every
 //!   thread accepted rollback) are not imitated: they behave like 0.155.
-//! - `>= 0.156.0` imitates Codex **0.156 and later**: `thread/rollback` is gone from the request
-//!   enum, so it fails like any unknown method: `-32600 "Invalid request: unknown variant
-//!   `thread/rollback`, expected one of ..."`.
+//! - `>= 0.156.0` imitates Codex **0.156 and later** (observed: 0.171.0): `thread/rollback` is
+//!   gone from the request enum, so it fails like any unknown method: `-32600 "Invalid
+//!   request: unknown variant `thread/rollback`, expected one of ..."`, legacy threads
+//!   included (a legacy thread cannot be restored at all there). `thread/read` answers
+//!   `{thread, readState}` and turns notify `thread/readState/changed` (not seen on 0.155; the
+//!   release that brought them is not known, the mock ties them to this generation).
 //!
-//! `thread/revert {threadId, beforeTurnId}` (paginated threads only) is served in both modes.
+//! In both: threads start paginated unless `historyMode: "legacy"` is asked for;
+//! `thread/revert {threadId, beforeTurnId}` works on paginated threads only;
+//! `thread/turns/list` and `thread/unsubscribe` are served; a full-history read of a paginated
+//! thread (`thread/read {includeTurns: true}`, or `thread/resume` without `excludeTurns: true`)
+//! is preceded by a `deprecationNotice` ("Full-history hydration is deprecated for paginated
+//! threads; ..."), and answers normally.
+//!
+//! Threads the harness seeds ([`seed_thread`]) get the mode the imitated release's users hold
+//! ([`seed_history_mode`]): `legacy` under 0.155 (threads a rollback-based daemon started),
+//! `paginated` from 0.156 on.
 //!
 //! # Methods
 //! `initialize` (then `"Already initialized"`; any other request before it: `"Not
 //! initialized"`), notification `initialized`, `thread/start` (+ `thread/started`),
-//! `thread/resume {threadId}` (turns filled), `turn/start` (notifications
-//! `thread/status/changed(active)`, `turn/started`, `item/started`+`item/completed` for the user
-//! message, `item/started`, `item/agentMessage/delta` per word, `item/completed`,
-//! `thread/tokenUsage/updated`, `thread/status/changed(idle)`, `turn/completed`; the agent's reply
-//! is [`crate::reply_to`] of the text items joined with `\n`, no model; an empty reply completes
-//! the turn without any `agentMessage` item), `thread/read {threadId, includeTurns}`,
-//! `thread/rollback {threadId, numTurns}` (drops from the end, saturating at zero turns; records
-//! a `thread_rolled_back` history event), `thread/revert {threadId, beforeTurnId}` (drops that
-//! turn and every later one; `{thread (turns empty), turnsBackwardsCursor,
-//! itemsBackwardsCursor}` then `thread/reverted {threadId}`).
+//! `thread/resume {threadId, excludeTurns?}` (turns filled unless excluded; also
+//! `turnsBackwardsCursor`, `itemsBackwardsCursor`), `thread/unsubscribe {threadId}` (`{status:
+//! "unsubscribed"}`, or `"notLoaded"`; the process stays the thread's writer), `turn/start`
+//! (answers the turn `inProgress` with `startedAt: null`, then notifications `warning` (the
+//! real one about the unknown model's metadata), `thread/status/changed(active)`,
+//! `turn/started`, `item/started`+`item/completed` for the user message, `item/started`,
+//! `item/agentMessage/delta` per word, `item/completed`, `thread/tokenUsage/updated`,
+//! `account/rateLimits/updated` (every limit null), `thread/readState/changed` (0.156 on),
+//! `thread/status/changed(idle)`, `turn/completed`; the agent's reply is [`crate::reply_to`] of
+//! the text items joined with `\n`, no model; an empty reply completes the turn without any
+//! `agentMessage` item), `thread/read {threadId, includeTurns}`, `thread/turns/list {threadId,
+//! cursor?, limit?, sortDirection? ("asc" | "desc", default desc), itemsView? ("notLoaded" |
+//! "summary" | "full", default summary)}` (`{data, nextCursor, backwardsCursor}`; `nextCursor`
+//! is null on the last page; cursors are opaque strings), `thread/rollback {threadId,
+//! numTurns}` (drops from the end, saturating at zero turns; records a `thread_rolled_back`
+//! history event), `thread/revert {threadId, beforeTurnId}` (notifies
+//! `thread/status/changed` `notLoaded` then `idle` before it answers, drops that turn and every
+//! later one; `{thread (turns empty), turnsBackwardsCursor, itemsBackwardsCursor}` then
+//! `thread/reverted {threadId}`).
 //!
 //! Error texts taken from the real sources: an unknown method or bad params is `-32600
 //! "Invalid request: <serde error>"` (the real server deserializes its request enum; it never
@@ -37,9 +59,9 @@
 //! before the core's `num_turns must be >= 1`), `"invalid thread id: <uuid error>"`, `"Cannot
 //! rollback while a turn is in progress."`, `"thread/revert only supports paginated threads"`.
 //! Unknown threads, per method: `thread/resume` `"no rollout found for thread id <id>"`,
-//! `thread/read` `"thread not loaded: <id>"`, and methods that need a thread loaded in this
-//! process (`thread/rollback`, `thread/revert`, `turn/start`) `"thread not found: <id>"`, all
-//! -32600. A line that is not JSON is logged on stderr and dropped without an answer.
+//! `thread/read` and `thread/turns/list` `"thread not loaded: <id>"`, and methods that need a
+//! thread loaded in this process (`thread/rollback`, `thread/revert`, `turn/start`) `"thread
+//! not found: <id>"`, all -32600. A line that is not JSON is logged on stderr and dropped without an answer.
 //!
 //! # State
 //! `$CODEX_HOME` is required (the mock refuses to start without it). Threads persist under
@@ -78,14 +100,16 @@
 //!
 //! # Left out, or inferred
 //! Left out: models, tools, approvals and server-to-client requests, sandboxing, the rollout
-//! JSONL format (the mock keeps a reduced history), paginated listing (`thread/turns/list`,
-//! `thread/items/list`), every other method of the real server (they fail as unknown
+//! JSONL format (the mock keeps a reduced history; a revert does not write a second rollout
+//! file), `thread/items/list` and `initialTurnsPage` (always null), every other method of the real server (they fail as unknown
 //! variants, and the "expected one of" list names only the methods served here), config
 //! files, authentication, and the real server's concurrent request processing (requests are
-//! handled one at a time, in order). Inferred rather than read in the sources: the wording of
-//! the revert/turn-start busy refusals, `turn not found: <id>` for an unknown `beforeTurnId`,
-//! the order of the `thread/reverted` notification (after the response), and the exact field
-//! sets of threads, turns and items (the real ones carry more optional fields). A turn runs
+//! handled one at a time, in order). Seen on the real 0.155.1 and 0.171.0: `turn not found:
+//! <id>` for an unknown `beforeTurnId`, the order of the revert's notifications. Inferred
+//! rather than read in the sources or seen: the wording of the revert/turn-start busy
+//! refusals, the default page size of `thread/turns/list` (25; `limit: 0` answers an empty
+//! page, and a cursor that is not one `invalid cursor: <cursor>`, as seen), the content of the
+//! cursors, and the exact field sets of threads, turns and items (the real ones carry more optional fields). A turn runs
 //! instantly unless `REWIND_MOCK_CODEX_TURN_MS` delays its completion (then a rollback during
 //! it is refused as busy for real); a turn left running by a dead process reads `interrupted`.
 
@@ -97,12 +121,13 @@ use std::process::ExitCode;
 
 pub use server::Version;
 pub use state::{
-    read_thread, save_thread, seed_thread, thread_path, threads_dir, HistoryEvent, HistoryMode,
-    SeedThread, SeedTurn, ThreadState, TurnRecord, TurnStatus,
+    read_thread, save_thread, seed_history_mode, seed_thread, set_history_mode, thread_path,
+    threads_dir, HistoryEvent, HistoryMode, SeedThread, SeedTurn, ThreadState, TurnRecord,
+    TurnStatus,
 };
 
 /// The Codex release imitated when `REWIND_MOCK_CODEX_VERSION` is unset.
-pub const DEFAULT_VERSION: &str = "0.155.0";
+pub const DEFAULT_VERSION: &str = "0.171.0";
 
 /// The environment variable selecting the imitated Codex release.
 pub const VERSION_ENV: &str = "REWIND_MOCK_CODEX_VERSION";

@@ -27,6 +27,16 @@ const INTERNAL_ERROR: i64 = -32603;
 const CODEX_TUI_CLIENT_NAME: &str = "codex-tui";
 const THREAD_ROLLBACK_DEPRECATION_SUMMARY: &str =
     "thread/rollback is deprecated and will be removed soon";
+/// The notice before a `thread/read {includeTurns: true}` of a paginated thread.
+const READ_HYDRATION_DEPRECATION_SUMMARY: &str = "Full-history hydration is deprecated for \
+    paginated threads; omit `includeTurns` or set it to `false`, then page with \
+    `thread/turns/list` and `thread/items/list`.";
+/// The notice before a `thread/resume` (without `excludeTurns`) of a paginated thread.
+const RESUME_HYDRATION_DEPRECATION_SUMMARY: &str = "Full-history hydration is deprecated for \
+    paginated threads; use `excludeTurns: true`, then page with `thread/turns/list` and \
+    `thread/items/list`.";
+/// The page size of `thread/turns/list` without a `limit` (inferred).
+const DEFAULT_TURNS_PAGE: usize = 25;
 const MODEL: &str = "mock-model";
 const MODEL_PROVIDER: &str = "mock";
 
@@ -58,6 +68,23 @@ impl Version {
     /// Whether this release still serves `thread/rollback`.
     pub fn has_rollback(self) -> bool {
         self < Version::ROLLBACK_REMOVED
+    }
+
+    /// Whether this release reports read state (`readState` in `thread/read`, the
+    /// `thread/readState/changed` notification). Seen on 0.171 and not on 0.155; the release
+    /// that introduced it is not known, so the mock ties it to the releases without rollback.
+    pub fn has_read_state(self) -> bool {
+        !self.has_rollback()
+    }
+
+    /// The history mode of a thread this release's users would hold: `legacy` while
+    /// `thread/rollback` exists (threads a rollback-based daemon started), `paginated` after.
+    pub fn seed_history_mode(self) -> HistoryMode {
+        if self.has_rollback() {
+            HistoryMode::Legacy
+        } else {
+            HistoryMode::Paginated
+        }
     }
 }
 
@@ -245,6 +272,45 @@ struct ThreadIdParams {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct ThreadResumeParams {
+    thread_id: String,
+    #[serde(default)]
+    exclude_turns: bool,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+enum SortDirection {
+    Asc,
+    #[default]
+    Desc,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+enum ItemsView {
+    NotLoaded,
+    #[default]
+    Summary,
+    Full,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadTurnsListParams {
+    thread_id: String,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    sort_direction: Option<SortDirection>,
+    #[serde(default)]
+    items_view: Option<ItemsView>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ThreadReadParams {
     thread_id: String,
     #[serde(default)]
@@ -300,8 +366,10 @@ enum UserInput {
 enum Request {
     Initialize(InitializeParams),
     ThreadStart(ThreadStartParams),
-    ThreadResume(ThreadIdParams),
+    ThreadResume(ThreadResumeParams),
     ThreadRead(ThreadReadParams),
+    ThreadTurnsList(ThreadTurnsListParams),
+    ThreadUnsubscribe(ThreadIdParams),
     ThreadRollback(ThreadRollbackParams),
     ThreadRevert(ThreadRevertParams),
     TurnStart(TurnStartParams),
@@ -313,6 +381,8 @@ impl Request {
             Request::Initialize(_) | Request::ThreadStart(_) => None,
             Request::ThreadResume(p) => Some(&p.thread_id),
             Request::ThreadRead(p) => Some(&p.thread_id),
+            Request::ThreadTurnsList(p) => Some(&p.thread_id),
+            Request::ThreadUnsubscribe(p) => Some(&p.thread_id),
             Request::ThreadRollback(p) => Some(&p.thread_id),
             Request::ThreadRevert(p) => Some(&p.thread_id),
             Request::TurnStart(p) => Some(&p.thread_id),
@@ -321,11 +391,13 @@ impl Request {
 }
 
 /// The methods this mock serves, in the order the "unknown variant" error lists them.
-const METHODS: [&str; 7] = [
+const METHODS: [&str; 9] = [
     "initialize",
     "thread/start",
     "thread/resume",
+    "thread/unsubscribe",
     "thread/read",
+    "thread/turns/list",
     "thread/rollback",
     "thread/revert",
     "turn/start",
@@ -361,6 +433,8 @@ fn decode(version: Version, method: &str, raw: Option<Value>) -> Result<Request,
         }),
         "thread/resume" => Request::ThreadResume(params(raw)?),
         "thread/read" => Request::ThreadRead(params(raw)?),
+        "thread/turns/list" => Request::ThreadTurnsList(params(raw)?),
+        "thread/unsubscribe" => Request::ThreadUnsubscribe(params(raw)?),
         "thread/rollback" => Request::ThreadRollback(params(raw)?),
         "thread/revert" => Request::ThreadRevert(params(raw)?),
         _ => Request::TurnStart(params(raw)?),
@@ -616,8 +690,10 @@ fn dispatch(shared: &Arc<Shared>, request: Request, call: &mut Call) -> Handled 
     match request {
         Request::Initialize(_) => unreachable_initialize(),
         Request::ThreadStart(p) => thread_start(shared, p),
-        Request::ThreadResume(p) => thread_resume(shared, &p.thread_id, bend).into(),
-        Request::ThreadRead(p) => thread_read(shared, &p, bend).into(),
+        Request::ThreadResume(p) => thread_resume(shared, &p, bend),
+        Request::ThreadRead(p) => thread_read(shared, &p, bend),
+        Request::ThreadTurnsList(p) => thread_turns_list(shared, &p, bend).into(),
+        Request::ThreadUnsubscribe(p) => thread_unsubscribe(shared, &p.thread_id).into(),
         Request::ThreadRollback(p) => thread_rollback(shared, &p, bend).into(),
         Request::ThreadRevert(p) => thread_revert(shared, &p, bend),
         Request::TurnStart(p) => turn_start(shared, p, bend, call),
@@ -725,7 +801,7 @@ fn apply_fault(
 fn unknown_thread(method: &str, thread_id: &str) -> RpcError {
     RpcError::invalid(match method {
         "thread/resume" => format!("no rollout found for thread id {thread_id}"),
-        "thread/read" => format!("thread not loaded: {thread_id}"),
+        "thread/read" | "thread/turns/list" => format!("thread not loaded: {thread_id}"),
         _ => format!("thread not found: {thread_id}"),
     })
 }
@@ -771,6 +847,31 @@ fn initialize(shared: &Arc<Shared>, p: InitializeParams) -> Result<Value, RpcErr
 }
 
 // ---- views ----
+
+/// The `warning` the real server sends at every turn of a model it has no metadata for, as
+/// the mock's model is.
+fn model_warning() -> String {
+    format!(
+        "Model metadata for `{MODEL}` not found. Defaulting to fallback metadata; this can \
+         degrade performance and cause issues."
+    )
+}
+
+/// The rate limits of an account without any (every limit null).
+fn rate_limits() -> Value {
+    json!({
+        "limitId": "codex",
+        "limitName": null,
+        "normalModelSlug": null,
+        "primary": null,
+        "secondary": null,
+        "credits": null,
+        "individualLimit": null,
+        "spendControlReached": null,
+        "planType": null,
+        "rateLimitReachedType": null,
+    })
+}
 
 fn thread_status(session: &Session, thread_id: &str, busy: bool) -> Value {
     if busy || session.active.contains_key(thread_id) {
@@ -931,9 +1032,18 @@ fn thread_start(shared: &Arc<Shared>, p: ThreadStartParams) -> Handled {
     }
 }
 
-fn thread_resume(shared: &Arc<Shared>, raw_id: &str, bend: Bend) -> Result<Value, RpcError> {
+fn thread_resume(shared: &Arc<Shared>, p: &ThreadResumeParams, bend: Bend) -> Handled {
+    let result = thread_resume_inner(shared, p, bend);
+    Handled::from(result)
+}
+
+fn thread_resume_inner(
+    shared: &Arc<Shared>,
+    p: &ThreadResumeParams,
+    bend: Bend,
+) -> Result<Value, RpcError> {
     let mut session = shared.session();
-    let id = parse_thread_id(raw_id)?;
+    let id = parse_thread_id(&p.thread_id)?;
     let Some(mut state) = load(shared, &id)? else {
         return Err(unknown_thread("thread/resume", &id));
     };
@@ -960,17 +1070,134 @@ fn thread_resume(shared: &Arc<Shared>, raw_id: &str, bend: Bend) -> Result<Value
         }
         session.loaded.insert(id.clone());
     }
-    let thread = thread_json(shared, &session, &state, true, bend.busy);
-    Ok(thread_settings_response(thread, &state.cwd))
+    let with_turns = !p.exclude_turns;
+    if with_turns && state.history_mode == HistoryMode::Paginated {
+        deprecation(shared, RESUME_HYDRATION_DEPRECATION_SUMMARY);
+    }
+    let thread = thread_json(shared, &session, &state, with_turns, bend.busy);
+    let mut response = thread_settings_response(thread, &state.cwd);
+    // The paged view of the newest turns, as `thread/turns/list` would start it.
+    let cursor = state.turns.first().map(|t| turns_cursor(&t.id, true));
+    response["initialTurnsPage"] = Value::Null;
+    response["turnsBackwardsCursor"] = json!(cursor);
+    response["itemsBackwardsCursor"] = json!(cursor);
+    Ok(response)
 }
 
-fn thread_read(shared: &Arc<Shared>, p: &ThreadReadParams, bend: Bend) -> Result<Value, RpcError> {
+fn thread_read(shared: &Arc<Shared>, p: &ThreadReadParams, bend: Bend) -> Handled {
+    let result = (|| {
+        let session = shared.session();
+        let id = parse_thread_id(&p.thread_id)?;
+        let Some(state) = load(shared, &id)? else {
+            return Err(unknown_thread("thread/read", &id));
+        };
+        if p.include_turns && state.history_mode == HistoryMode::Paginated {
+            deprecation(shared, READ_HYDRATION_DEPRECATION_SUMMARY);
+        }
+        let thread = thread_json(shared, &session, &state, p.include_turns, bend.busy);
+        Ok(if shared.cfg.version.has_read_state() {
+            json!({ "thread": thread, "readState": read_state(None) })
+        } else {
+            json!({ "thread": thread })
+        })
+    })();
+    Handled::from(result)
+}
+
+/// A `deprecationNotice` notification (sent before the answer of the call it concerns).
+fn deprecation(shared: &Shared, summary: &str) {
+    shared.notify(
+        "deprecationNotice",
+        json!({ "summary": summary, "details": null }),
+    );
+}
+
+/// A read state: `thread/readState/changed` names the thread's first turn as the first unread
+/// one (no client marks anything read), `thread/read` answers `firstUnread: null`, as seen on
+/// the real 0.171.
+fn read_state(first_unread: Option<&TurnRecord>) -> Value {
+    json!({
+        "firstUnread": first_unread.map(|t| json!({ "type": "turn", "turnId": t.id })),
+        "revision": uuid::Uuid::new_v4().hyphenated().to_string(),
+    })
+}
+
+/// An opaque `thread/turns/list` cursor: continue after (or, with `include_anchor`, at) a turn.
+fn turns_cursor(turn_id: &str, include_anchor: bool) -> String {
+    json!({ "turnId": turn_id, "includeAnchor": include_anchor }).to_string()
+}
+
+/// `thread/turns/list`: one page of the thread's turns, newest first unless `sortDirection` is
+/// `asc`. `nextCursor` continues after the page's last turn (null at the end);
+/// `backwardsCursor` anchors on its first turn, for the opposite direction.
+fn thread_turns_list(
+    shared: &Arc<Shared>,
+    p: &ThreadTurnsListParams,
+    bend: Bend,
+) -> Result<Value, RpcError> {
     let session = shared.session();
     let id = parse_thread_id(&p.thread_id)?;
     let Some(state) = load(shared, &id)? else {
-        return Err(unknown_thread("thread/read", &id));
+        return Err(unknown_thread("thread/turns/list", &id));
     };
-    Ok(json!({ "thread": thread_json(shared, &session, &state, p.include_turns, bend.busy) }))
+    let direction = p.sort_direction.unwrap_or_default();
+    let mut ordered: Vec<&TurnRecord> = state.turns.iter().collect();
+    if direction == SortDirection::Desc {
+        ordered.reverse();
+    }
+    let start = match &p.cursor {
+        None => 0,
+        Some(cursor) => {
+            let bad = || RpcError::invalid(format!("invalid cursor: {cursor}"));
+            let parsed: Value = serde_json::from_str(cursor).map_err(|_| bad())?;
+            let anchor = parsed["turnId"].as_str().ok_or_else(bad)?;
+            let include = parsed["includeAnchor"].as_bool().unwrap_or(false);
+            let at = ordered
+                .iter()
+                .position(|t| t.id == anchor)
+                .ok_or_else(|| RpcError::invalid(format!("turn not found: {anchor}")))?;
+            if include {
+                at
+            } else {
+                at + 1
+            }
+        }
+    };
+    let limit = p.limit.map_or(DEFAULT_TURNS_PAGE, |n| n as usize);
+    let page: Vec<&TurnRecord> = ordered.iter().skip(start).take(limit).copied().collect();
+    let running = session.active.get(&state.thread_id);
+    let view = p.items_view.unwrap_or_default();
+    let data: Vec<Value> = page
+        .iter()
+        .map(|t| {
+            let mut turn = turn_json(
+                t,
+                running == Some(&t.id) || bend.busy,
+                view != ItemsView::NotLoaded,
+            );
+            if view == ItemsView::Summary {
+                turn["itemsView"] = json!("summary");
+            }
+            turn
+        })
+        .collect();
+    let more = start + page.len() < ordered.len();
+    Ok(json!({
+        "data": data,
+        "nextCursor": page.last().filter(|_| more).map(|t| turns_cursor(&t.id, false)),
+        "backwardsCursor": page.first().map(|t| turns_cursor(&t.id, true)),
+    }))
+}
+
+/// `thread/unsubscribe`: the connection stops listening to the thread. The process keeps it
+/// loaded (and stays its writer), as the real server does.
+fn thread_unsubscribe(shared: &Arc<Shared>, raw_id: &str) -> Result<Value, RpcError> {
+    let session = shared.session();
+    let id = parse_thread_id(raw_id)?;
+    if !session.loaded.contains(&id) {
+        return Ok(json!({ "status": "notLoaded" }));
+    }
+    Ok(json!({ "status": "unsubscribed" }))
 }
 
 fn thread_rollback(
@@ -1020,6 +1247,14 @@ fn thread_revert(shared: &Arc<Shared>, p: &ThreadRevertParams, bend: Bend) -> Ha
             return Err(RpcError::invalid(
                 "Cannot revert while a turn is in progress.",
             ));
+        }
+        // The real server unloads the thread and loads the reverted one before it answers
+        // (also when the turn is then not found).
+        for status in ["notLoaded", "idle"] {
+            shared.notify(
+                "thread/status/changed",
+                json!({ "threadId": state.thread_id, "status": { "type": status } }),
+            );
         }
         let Some(index) = state.turns.iter().position(|t| t.id == p.before_turn_id) else {
             return Err(RpcError::invalid(format!(
@@ -1098,7 +1333,10 @@ fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend, call: &mut C
             started_at: unix_now(),
             completed_at: None,
         };
-        let response = json!({ "turn": turn_json(&turn, true, false) });
+        let mut shown = turn_json(&turn, true, false);
+        // The real answer leaves the start time out; `turn/started` carries it.
+        shown["startedAt"] = Value::Null;
+        let response = json!({ "turn": shown });
         if bend.no_effect {
             return Ok((response, None));
         }
@@ -1135,6 +1373,10 @@ fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend, call: &mut C
 fn start_turn(shared: &Arc<Shared>, pending: PendingTurn) {
     let thread_id = pending.thread_id.clone();
     let turn = &pending.turn;
+    shared.notify(
+        "warning",
+        json!({ "threadId": thread_id, "message": model_warning() }),
+    );
     shared.notify(
         "thread/status/changed",
         json!({ "threadId": thread_id, "status": { "type": "active", "activeFlags": [] } }),
@@ -1253,6 +1495,20 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
             "tokenUsage": { "total": usage, "last": usage, "modelContextWindow": null },
         }),
     );
+    shared.notify(
+        "account/rateLimits/updated",
+        json!({ "rateLimits": rate_limits() }),
+    );
+    if shared.cfg.version.has_read_state() {
+        let read_state = match read_thread(&shared.cfg.home, &thread_id) {
+            Ok(Some(state)) => read_state(state.turns.first()),
+            _ => read_state(None),
+        };
+        shared.notify(
+            "thread/readState/changed",
+            json!({ "threadId": thread_id, "readState": read_state }),
+        );
+    }
     shared.notify(
         "thread/status/changed",
         json!({ "threadId": thread_id, "status": { "type": "idle" } }),

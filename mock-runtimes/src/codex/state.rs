@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::now_rfc3339;
 
-/// How a thread stores its history. Codex 0.155 starts `paginated` threads by default; `legacy`
-/// threads (asked for with `historyMode: "legacy"`, an experimental field) are the only ones
-/// `thread/rollback` accepts, and `thread/revert` accepts only paginated ones.
+/// How a thread stores its history. Codex 0.155 and later start `paginated` threads by default;
+/// `legacy` threads (asked for with `historyMode: "legacy"`, an experimental field) are the only
+/// ones `thread/rollback` accepts (on 0.155; later releases have no rollback at all), and
+/// `thread/revert` accepts only paginated ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HistoryMode {
@@ -218,13 +219,42 @@ pub struct SeedTurn {
     pub output: String,
 }
 
-/// A thread for [`seed_thread`]: a legacy-history thread whose turns all completed.
+/// A thread for [`seed_thread`]: a thread whose turns all completed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedThread {
     /// The thread id; must be a UUID, as the real app-server refuses anything else.
     pub thread_id: String,
     /// The completed turns, oldest first.
     pub turns: Vec<SeedTurn>,
+    /// Its history mode; `None`: the mode the default release's users hold
+    /// ([`super::Version::seed_history_mode`] of [`super::DEFAULT_VERSION`]).
+    #[serde(default)]
+    pub history_mode: Option<HistoryMode>,
+}
+
+/// The history mode a seeded thread gets under release `version` (see
+/// [`super::Version::seed_history_mode`]): `legacy` while the release has `thread/rollback`,
+/// `paginated` after. An unparsable version gets the default release's mode.
+pub fn seed_history_mode(version: &str) -> HistoryMode {
+    super::Version::parse(version)
+        .or_else(|_| super::Version::parse(super::DEFAULT_VERSION))
+        .map(super::Version::seed_history_mode)
+        .unwrap_or(HistoryMode::Paginated)
+}
+
+/// Switches a stored thread to `mode` (as if a release of that generation had created it);
+/// `Ok(false)` when the mock holds no such thread.
+pub fn set_history_mode(
+    codex_home: &Path,
+    thread_id: &str,
+    mode: HistoryMode,
+) -> std::io::Result<bool> {
+    let Some(mut state) = read_thread(codex_home, thread_id)? else {
+        return Ok(false);
+    };
+    state.history_mode = mode;
+    save_thread(codex_home, &state)?;
+    Ok(true)
 }
 
 /// The file the mock keeps `thread_id` in, or `None` when the id is not a UUID (the real
@@ -239,7 +269,7 @@ pub fn threads_dir(codex_home: &Path) -> PathBuf {
     crate::mock_dir(codex_home).join("threads")
 }
 
-/// Writes a legacy-history thread with completed turns, replacing any thread with that id.
+/// Writes a thread with completed turns, replacing any thread with that id.
 /// The thread is then resumable by any later `codex app-server` on `codex_home`.
 pub fn seed_thread(codex_home: &Path, thread: &SeedThread) -> std::io::Result<()> {
     if thread_path(codex_home, &thread.thread_id).is_none() {
@@ -266,12 +296,10 @@ pub fn seed_thread(codex_home: &Path, thread: &SeedThread) -> std::io::Result<()
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_else(|_| "/".to_owned());
-    let mut state = ThreadState::new(
-        &thread.thread_id,
-        HistoryMode::Legacy,
-        &cwd,
-        super::DEFAULT_VERSION,
-    );
+    let mode = thread
+        .history_mode
+        .unwrap_or_else(|| seed_history_mode(super::DEFAULT_VERSION));
+    let mut state = ThreadState::new(&thread.thread_id, mode, &cwd, super::DEFAULT_VERSION);
     state.history = vec![HistoryEvent::ThreadStarted {
         at: now_rfc3339(),
         seeded: true,
@@ -369,12 +397,26 @@ mod tests {
                         output: "d".into(),
                     },
                 ],
+                history_mode: None,
             },
         )
         .unwrap();
         let state = read_thread(home.path(), id).unwrap().unwrap();
         assert_eq!(state.turn_ids(), vec!["turn-1", "turn-2"]);
+        // The default release has no rollback: its threads are paginated.
+        assert_eq!(state.history_mode, HistoryMode::Paginated);
+        assert_eq!(seed_history_mode("0.155.1"), HistoryMode::Legacy);
+        assert_eq!(seed_history_mode("0.171.0"), HistoryMode::Paginated);
+        assert!(set_history_mode(home.path(), id, HistoryMode::Legacy).unwrap());
+        let state = read_thread(home.path(), id).unwrap().unwrap();
         assert_eq!(state.history_mode, HistoryMode::Legacy);
+        assert_eq!(state.turn_ids(), vec!["turn-1", "turn-2"]);
+        assert!(!set_history_mode(
+            home.path(),
+            "04cd6ae5-fcb9-4c6a-b6da-92b711162dc1",
+            HistoryMode::Legacy
+        )
+        .unwrap());
         assert!(!state.rolled_back());
         assert!(read_thread(home.path(), "not-a-uuid").unwrap().is_none());
         assert!(
@@ -392,6 +434,7 @@ mod tests {
             &SeedThread {
                 thread_id: "../escape".into(),
                 turns: vec![],
+                history_mode: None,
             },
         )
         .unwrap_err();
@@ -412,6 +455,7 @@ mod tests {
                         output: String::new(),
                     },
                 ],
+                history_mode: None,
             },
         )
         .unwrap_err();

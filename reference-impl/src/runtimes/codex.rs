@@ -1,15 +1,42 @@
 //! Codex restore (`codex_app_server_turns`): the reference acts as the daemon. It starts
 //! `codex app-server` (JSON-RPC 2.0 without the `"jsonrpc"` field, one JSON object per line on
-//! stdio), initializes with `capabilities.experimentalApi: true`, resumes the thread to learn its
-//! turns, rolls back `turns - turnCount` turns from the end with `thread/rollback`, and verifies
-//! with `thread/read {includeTurns: true}` that exactly the first `turnCount` turns remain.
+//! stdio), initializes, and loads the thread with `thread/resume {threadId, excludeTurns: true}`
+//! (which also makes this process the thread's writer). What follows depends on the thread's
+//! `historyMode`, as the app-server reports it, never on a configured release:
+//!
+//! - **paginated** (what Codex 0.155 and later start by default): the turns are read with
+//!   `thread/turns/list {sortDirection: "asc", itemsView: "notLoaded", limit}`, following
+//!   `nextCursor` until it is null (not with the full-history `thread/read {includeTurns}`,
+//!   which these releases deprecate for paginated threads); then `thread/revert {threadId,
+//!   beforeTurnId}` with the id of turn number `turnCount` (counted from 0: the first turn to
+//!   drop), and the turns are listed again. Codex 0.155 and 0.171 both revert paginated
+//!   threads.
+//! - **legacy** (threads started with `historyMode: "legacy"`, or a release that reports no
+//!   mode): the turns are read with `thread/read {includeTurns: true}`, `thread/rollback
+//!   {threadId, numTurns: turns - turnCount}` drops the turns after the recovery point, and
+//!   `thread/read` reads them back. Only releases before 0.156 have `thread/rollback`; a later
+//!   one answers it as an unknown variant, so a legacy thread there fails the restore as
+//!   [`RestoreFailure::Refused`] and nothing is changed (such a release cannot revert a legacy
+//!   thread either).
+//!
+//! Either way nothing is dropped when the thread already holds exactly `turnCount` turns (the
+//! read-back still verifies it), and the read-back must hold exactly the first `turnCount`
+//! turns read before (same ids, same order).
+//!
+//! One writer per thread: an app-server refuses to load a thread another app-server process
+//! has loaded (`thread <id> already has an active writer`). The reference holds no app-server
+//! between calls (one per restore or delivery, shut down at its end), so it never blocks
+//! itself; a thread held by someone else (a daemon's own app-server, say) is refused at
+//! `thread/resume`, before anything changed: [`RestoreFailure::Refused`], and nothing is
+//! applied.
 //!
 //! Failure classes (every one leaves the database untouched):
 //! - a `threadId` that is not a UUID: [`RestoreFailure::BadRef`], and no app-server is started
 //!   (the real app-server refuses such ids with `invalid thread id`);
 //! - the program cannot be started: [`RestoreFailure::Unreachable`]; a line on its stdout that is
-//!   not a JSON object, or an answer without the expected `thread.turns`: `Unreachable` too (the
-//!   runtime broke its protocol);
+//!   not a JSON object, or an answer without the expected turns (`thread.turns`, `data`), or a
+//!   turn listing whose cursor does not advance: `Unreachable` too (the runtime broke its
+//!   protocol);
 //! - no answer within `timeout` (the whole restore, start to verification):
 //!   [`RestoreFailure::Timeout`], naming the call in flight;
 //! - stdout closes (the process exits) before an answer: [`RestoreFailure::Crashed`] with the exit
@@ -18,22 +45,23 @@
 //!   [`RestoreFailure::UnknownSession`];
 //! - a refusal because a turn is in progress (`Cannot rollback while a turn is in progress.`), or
 //!   `-32001 "Server overloaded; retry later."`: [`RestoreFailure::Busy`];
-//! - any other JSON-RPC error (e.g. Codex >= 0.156, where `thread/rollback` is an unknown
-//!   variant, or a paginated thread): [`RestoreFailure::Refused`] with the runtime's message;
+//! - any other JSON-RPC error (a release without `thread/rollback` for a legacy thread, another
+//!   writer, `turn not found: ...`): [`RestoreFailure::Refused`] with the runtime's message;
 //! - the thread holds FEWER turns than `turnCount`: [`RestoreFailure::NotVerified`] (the runtime
-//!   cannot show the recovery point; nothing is rolled back);
-//! - the read-back does not hold exactly the first `turnCount` turns of the resumed thread (same
-//!   ids, same order): [`RestoreFailure::NotVerified`].
+//!   cannot show the recovery point; nothing is dropped);
+//! - the read-back does not hold exactly the first `turnCount` turns read before:
+//!   [`RestoreFailure::NotVerified`].
 //!
-//! When the thread already holds exactly `turnCount` turns nothing is rolled back; the read-back
-//! still verifies it. Notifications (`deprecationNotice`, `thread/started`, ...) are ignored;
-//! server-to-client requests are answered with a JSON-RPC error (the restore approves nothing).
-//! At the end the child's stdin is closed and the child awaited (killed when it does not exit in
-//! time, and at once after a timeout): no process outlives the restore.
+//! Notifications (`deprecationNotice`, `thread/status/changed`, `thread/reverted`, ...) are
+//! ignored; server-to-client requests are answered with a JSON-RPC error (the restore approves
+//! nothing). At the end the child's stdin is closed and the child awaited (killed when it does
+//! not exit in time, and at once after a timeout): no process outlives the restore.
 //!
-//! Live delivery ([`deliver`]) drives the same app-server: resume the agent's thread (or start a
-//! legacy-history one), hand `{threadId, turnCount}` to the commit callback, then `turn/start`
-//! and read the turn's notifications until its `turn/completed`, with the same failure classes.
+//! Live delivery ([`deliver`]) drives the same app-server: load the agent's thread the same
+//! way and count its turns (or start a new thread in the release's default mode, which is
+//! paginated from 0.155 on, so that every current release can revert it), hand `{threadId,
+//! turnCount}` to the commit callback, then `turn/start` and read the turn's notifications
+//! until its `turn/completed`, with the same failure classes.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -74,7 +102,7 @@ pub async fn restore(
     let deadline = Instant::now() + timeout;
     let mut server = AppServer::spawn(settings)?;
     let outcome =
-        tokio::time::timeout_at(deadline, rollback(&mut server, thread_id, turn_count)).await;
+        tokio::time::timeout_at(deadline, restore_thread(&mut server, thread_id, turn_count)).await;
     match outcome {
         Ok(result) => {
             let grace = deadline
@@ -95,7 +123,7 @@ pub async fn restore(
     }
 }
 
-/// `initialize` (with `capabilities.experimentalApi: true`) and `initialized`.
+/// `initialize` and `initialized` (no experimental capability: nothing here needs one).
 async fn initialize(server: &mut AppServer, thread_id: &str) -> Result<(), RestoreFailure> {
     server
         .call(
@@ -106,7 +134,6 @@ async fn initialize(server: &mut AppServer, thread_id: &str) -> Result<(), Resto
                     "title": "Rewind reference implementation",
                     "version": env!("CARGO_PKG_VERSION"),
                 },
-                "capabilities": { "experimentalApi": true },
             }),
             "initialize",
             thread_id,
@@ -115,49 +142,169 @@ async fn initialize(server: &mut AppServer, thread_id: &str) -> Result<(), Resto
     server.notify("initialized").await
 }
 
+/// How a thread keeps its history, as `thread/resume` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HistoryMode {
+    /// Paged history: restored by `thread/revert`, read by `thread/turns/list`.
+    Paginated,
+    /// Whole-rollout history (or a release that reports no mode): restored by
+    /// `thread/rollback`, read by `thread/read`.
+    Legacy,
+}
+
+impl HistoryMode {
+    fn of(resumed: &Value) -> HistoryMode {
+        match resumed
+            .pointer("/thread/historyMode")
+            .and_then(Value::as_str)
+        {
+            Some("paginated") => HistoryMode::Paginated,
+            _ => HistoryMode::Legacy,
+        }
+    }
+}
+
+/// How many turns one `thread/turns/list` page asks for.
+const TURNS_PAGE: u64 = 100;
+
+/// `thread/resume {threadId, excludeTurns: true}`: loads the thread in this process (as its
+/// writer) and learns its history mode.
+async fn load_thread(
+    server: &mut AppServer,
+    thread_id: &str,
+) -> Result<HistoryMode, RestoreFailure> {
+    let resumed = server
+        .call(
+            "thread/resume",
+            json!({ "threadId": thread_id, "excludeTurns": true }),
+            &format!("thread/resume {thread_id}"),
+            thread_id,
+        )
+        .await?;
+    if resumed.get("thread").and_then(Value::as_object).is_none() {
+        return Err(RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!(
+                "thread/resume answered without a thread: {}",
+                clip(&resumed.to_string())
+            ),
+        });
+    }
+    Ok(HistoryMode::of(&resumed))
+}
+
+/// The thread's turn ids, oldest first: paged with `thread/turns/list` on a paginated thread,
+/// `thread/read {includeTurns: true}` on a legacy one.
+async fn thread_turns(
+    server: &mut AppServer,
+    thread_id: &str,
+    mode: HistoryMode,
+) -> Result<Vec<String>, RestoreFailure> {
+    match mode {
+        HistoryMode::Legacy => {
+            let read = server
+                .call(
+                    "thread/read",
+                    json!({ "threadId": thread_id, "includeTurns": true }),
+                    &format!("thread/read {thread_id}"),
+                    thread_id,
+                )
+                .await?;
+            turn_ids(&read, "thread/read")
+        }
+        HistoryMode::Paginated => {
+            let mut ids = Vec::new();
+            let mut cursor: Option<String> = None;
+            let mut seen = std::collections::HashSet::new();
+            loop {
+                let mut params = json!({
+                    "threadId": thread_id,
+                    "sortDirection": "asc",
+                    "itemsView": "notLoaded",
+                    "limit": TURNS_PAGE,
+                });
+                if let Some(cursor) = &cursor {
+                    params["cursor"] = json!(cursor);
+                }
+                let page = server
+                    .call(
+                        "thread/turns/list",
+                        params,
+                        &format!("thread/turns/list {thread_id}"),
+                        thread_id,
+                    )
+                    .await?;
+                ids.extend(page_turn_ids(&page)?);
+                match page.get("nextCursor") {
+                    None | Some(Value::Null) => return Ok(ids),
+                    Some(Value::String(next)) if seen.insert(next.clone()) => {
+                        cursor = Some(next.clone());
+                    }
+                    Some(other) => {
+                        return Err(RestoreFailure::Unreachable {
+                            runtime: RUNTIME,
+                            detail: format!(
+                                "thread/turns/list answered a cursor that does not advance: {}",
+                                clip(&other.to_string())
+                            ),
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The conversation, once the app-server runs.
-async fn rollback(
+async fn restore_thread(
     server: &mut AppServer,
     thread_id: &str,
     turn_count: u64,
 ) -> Result<Restored, RestoreFailure> {
     initialize(server, thread_id).await?;
-
-    let resumed = server
-        .call(
-            "thread/resume",
-            json!({ "threadId": thread_id }),
-            &format!("thread/resume {thread_id}"),
-            thread_id,
-        )
-        .await?;
-    let before = turn_ids(&resumed, "thread/resume")?;
+    let mode = load_thread(server, thread_id).await?;
+    let before = thread_turns(server, thread_id, mode).await?;
     let num_turns = turns_to_drop(before.len(), turn_count)?;
-    if num_turns > 0 {
-        server
-            .call(
-                "thread/rollback",
-                json!({ "threadId": thread_id, "numTurns": num_turns }),
-                &format!("thread/rollback {thread_id} numTurns={num_turns}"),
-                thread_id,
-            )
-            .await?;
-    }
-
-    let read = server
-        .call(
-            "thread/read",
-            json!({ "threadId": thread_id, "includeTurns": true }),
-            &format!("thread/read {thread_id}"),
-            thread_id,
-        )
-        .await?;
-    let after = turn_ids(&read, "thread/read")?;
+    let how = if num_turns == 0 {
+        "nothing to drop".to_owned()
+    } else {
+        match mode {
+            HistoryMode::Paginated => {
+                // Turn number `turn_count` (`turns_to_drop` checked it exists): the first to go.
+                let first_dropped = &before[before.len() - num_turns as usize];
+                server
+                    .call(
+                        "thread/revert",
+                        json!({ "threadId": thread_id, "beforeTurnId": first_dropped }),
+                        &format!("thread/revert {thread_id} beforeTurnId={first_dropped}"),
+                        thread_id,
+                    )
+                    .await?;
+                format!("reverted before turn {first_dropped}")
+            }
+            HistoryMode::Legacy => {
+                server
+                    .call(
+                        "thread/rollback",
+                        json!({ "threadId": thread_id, "numTurns": num_turns }),
+                        &format!("thread/rollback {thread_id} numTurns={num_turns}"),
+                        thread_id,
+                    )
+                    .await?;
+                format!("rolled back {num_turns} turns")
+            }
+        }
+    };
+    let after = thread_turns(server, thread_id, mode).await?;
     verify(&before, turn_count, &after)?;
     Ok(Restored::Verified {
         detail: format!(
-            "codex thread {thread_id}: rolled back {num_turns} of {} turns; read back {} [{}]",
-            before.len(),
+            "codex thread {thread_id} ({} history): {how} of {}; read back {} [{}]",
+            match mode {
+                HistoryMode::Paginated => "paginated",
+                HistoryMode::Legacy => "legacy",
+            },
+            describe(&before),
             describe(&after),
             after.join(", ")
         ),
@@ -166,10 +313,12 @@ async fn rollback(
 
 /// Delivers `input` as one turn of the agent's thread `thread_id` (`None`: a new thread).
 ///
-/// One app-server per delivery: `initialize` + `initialized`, then `thread/resume {threadId}`
-/// (the recovery point's `turnCount` is the number of turns it answers with) or, without a
-/// thread, `thread/start {historyMode: "legacy"}` (`turnCount` 0; legacy history, because
-/// `thread/rollback`, the restore of this strategy, refuses paginated threads). `commit` gets
+/// One app-server per delivery: `initialize` + `initialized`, then `thread/resume {threadId,
+/// excludeTurns: true}` and the thread's turns read as a restore reads them (the recovery
+/// point's `turnCount` is their number) or, without a thread, `thread/start {}` (`turnCount`
+/// 0; the release's default history mode, paginated from Codex 0.155 on, which every current
+/// release can revert; a legacy thread could not be restored after an upgrade past 0.155,
+/// which has no `thread/rollback`). `commit` gets
 /// `{threadId, turnCount}` (and the new thread id); only after it returned `Ok` is
 /// `turn/start {threadId, input: [{type: "text", text}]}` sent. The answer is the text of the
 /// turn's `agentMessage` items (`item/completed`), joined by blank lines, once `turn/completed`
@@ -270,7 +419,7 @@ struct OpenedThread {
     started: bool,
 }
 
-/// Initializes, then resumes `thread_id` or starts a new legacy-history thread.
+/// Initializes, then loads `thread_id` and counts its turns, or starts a new thread.
 async fn open_thread(
     server: &mut AppServer,
     thread_id: Option<&str>,
@@ -278,15 +427,8 @@ async fn open_thread(
     initialize(server, thread_id.unwrap_or("")).await?;
     match thread_id {
         Some(id) => {
-            let resumed = server
-                .call(
-                    "thread/resume",
-                    json!({ "threadId": id }),
-                    &format!("thread/resume {id}"),
-                    id,
-                )
-                .await?;
-            let turns = turn_ids(&resumed, "thread/resume")?;
+            let mode = load_thread(server, id).await?;
+            let turns = thread_turns(server, id, mode).await?;
             Ok(OpenedThread {
                 thread_id: id.to_owned(),
                 turn_count: turns.len() as u64,
@@ -295,12 +437,7 @@ async fn open_thread(
         }
         None => {
             let started = server
-                .call(
-                    "thread/start",
-                    json!({ "historyMode": "legacy" }),
-                    "thread/start",
-                    "",
-                )
+                .call("thread/start", json!({}), "thread/start", "")
                 .await?;
             let id = started
                 .pointer("/thread/id")
@@ -452,7 +589,7 @@ fn turns_to_drop(turns: usize, turn_count: u64) -> Result<u32, RestoreFailure> {
         return Err(RestoreFailure::NotVerified {
             runtime: RUNTIME,
             expected: format!("a thread holding at least {turn_count} turns"),
-            found: format!("{turns} turns (nothing was rolled back)"),
+            found: format!("{turns} turns (nothing was dropped)"),
         });
     }
     u32::try_from(turns - turn_count).map_err(|_| RestoreFailure::Refused {
@@ -499,6 +636,25 @@ fn turn_ids(result: &Value, method: &str) -> Result<Vec<String>, RestoreFailure>
             runtime: RUNTIME,
             detail: format!("{method} answered without `thread.turns`: {result}"),
         })?;
+    ids_of(turns, method)
+}
+
+/// `result.data[*].id` of a `thread/turns/list` page.
+fn page_turn_ids(result: &Value) -> Result<Vec<String>, RestoreFailure> {
+    let turns = result
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| RestoreFailure::Unreachable {
+            runtime: RUNTIME,
+            detail: format!(
+                "thread/turns/list answered without `data`: {}",
+                clip(&result.to_string())
+            ),
+        })?;
+    ids_of(turns, "thread/turns/list")
+}
+
+fn ids_of(turns: &[Value], method: &str) -> Result<Vec<String>, RestoreFailure> {
     turns
         .iter()
         .map(|turn| {
@@ -917,22 +1073,49 @@ mod tests {
         );
     }
 
+    /// A `thread/resume` answer (id 1) for a thread of history `mode`.
+    fn resumed(mode: &str) -> String {
+        json!({ "id": 1, "result": { "thread": { "id": THREAD, "historyMode": mode, "turns": [] } } })
+            .to_string()
+    }
+
+    /// A `thread/turns/list` answer.
+    fn page(id: u64, turns: &[&str], next: Option<&str>) -> String {
+        let data: Vec<Value> = turns
+            .iter()
+            .map(|t| json!({ "id": t, "items": [], "itemsView": "notLoaded" }))
+            .collect();
+        json!({ "id": id, "result": { "data": data, "nextCursor": next, "backwardsCursor": null } })
+            .to_string()
+    }
+
+    /// A `thread/read` (or rollback) answer.
+    fn answer(id: u64, turns: &[&str]) -> String {
+        format!(r#"{{"id":{id},"result":{}}}"#, thread(turns))
+    }
+
+    fn methods_sent(log: &std::path::Path) -> Vec<String> {
+        sent(log)
+            .iter()
+            .map(|m| m["method"].as_str().unwrap_or("(answer)").to_owned())
+            .collect()
+    }
+
     #[tokio::test]
-    async fn rolls_back_and_verifies_over_stdio() {
+    async fn rolls_back_a_legacy_thread_and_verifies_over_stdio() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(
-            r#"{{"id":1,"result":{}}}"#,
-            thread(&["turn-1", "turn-2", "turn-3"])
-        );
-        let rolled = format!(r#"{{"id":2,"result":{}}}"#, thread(&["turn-1"]));
-        let read = format!(r#"{{"id":3,"result":{}}}"#, thread(&["turn-1"]));
+        let resumed = resumed("legacy");
+        let read = answer(2, &["turn-1", "turn-2", "turn-3"]);
+        let rolled = answer(3, &["turn-1"]);
+        let read_back = answer(4, &["turn-1"]);
         let script = format!(
             r#"{HANDSHAKE}
             r; echo '{{"method":"thread/started","params":{{}}}}'; echo '{{"id":"srv-1","method":"item/commandExecution/requestApproval","params":{{}}}}'; echo '{resumed}'
             r
-            r; echo '{{"method":"deprecationNotice","params":{{"summary":"thread/rollback is deprecated"}}}}'; echo '{{"id":99,"result":{{}}}}'; echo '{rolled}'
             r; echo '{read}'
+            r; echo '{{"method":"deprecationNotice","params":{{"summary":"thread/rollback is deprecated"}}}}'; echo '{{"id":99,"result":{{}}}}'; echo '{rolled}'
+            r; echo '{read_back}'
             r
             "#
         );
@@ -942,93 +1125,256 @@ mod tests {
         let Restored::Verified { detail } = restored else {
             panic!("not verified: {restored:?}")
         };
-        assert!(detail.contains("rolled back 2 of 3 turns"), "{detail}");
+        assert!(
+            detail.contains("rolled back 2 turns of 3 turns"),
+            "{detail}"
+        );
         let sent = sent(&log);
-        let methods: Vec<&str> = sent
-            .iter()
-            .map(|m| m["method"].as_str().unwrap_or("(answer)"))
-            .collect();
         assert_eq!(
-            methods,
+            methods_sent(&log),
             [
                 "initialize",
                 "initialized",
                 "thread/resume",
                 "(answer)",
+                "thread/read",
                 "thread/rollback",
                 "thread/read"
             ]
         );
-        assert_eq!(sent[0]["params"]["capabilities"]["experimentalApi"], true);
+        assert!(sent[0]["params"].get("capabilities").is_none());
         assert!(sent[0].get("jsonrpc").is_none());
-        assert_eq!(sent[2]["params"], json!({ "threadId": THREAD }));
+        assert_eq!(
+            sent[2]["params"],
+            json!({ "threadId": THREAD, "excludeTurns": true })
+        );
         assert_eq!(sent[3]["id"], "srv-1");
         assert!(sent[3]["error"].is_object());
         assert_eq!(
             sent[4]["params"],
-            json!({ "threadId": THREAD, "numTurns": 2 })
+            json!({ "threadId": THREAD, "includeTurns": true })
         );
         assert_eq!(
             sent[5]["params"],
-            json!({ "threadId": THREAD, "includeTurns": true })
+            json!({ "threadId": THREAD, "numTurns": 2 })
+        );
+        assert_eq!(sent[6]["params"], sent[4]["params"]);
+    }
+
+    #[tokio::test]
+    async fn a_thread_without_a_history_mode_is_treated_as_legacy() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = answer(1, &["turn-1", "turn-2"]);
+        let read = answer(2, &["turn-1", "turn-2"]);
+        let rolled = answer(3, &[]);
+        let read_back = answer(4, &[]);
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r; echo '{rolled}'\n r; echo '{read_back}'\n r\n"
+        );
+        restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap();
+        assert_eq!(
+            sent(&log)[4]["params"],
+            json!({ "threadId": THREAD, "numTurns": 2 })
         );
     }
 
+    /// A paginated thread: its turns are paged with `thread/turns/list` (never the deprecated
+    /// full read), `thread/revert` drops turn number `turnCount` and every later one, and the
+    /// read-back pages again.
     #[tokio::test]
-    async fn nothing_is_rolled_back_when_the_thread_is_already_there() {
+    async fn reverts_a_paginated_thread_paging_through_its_turns() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
-        let read = format!(r#"{{"id":2,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
-        let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r\n");
-        let restored = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
+        let resumed = resumed("paginated");
+        let first = page(2, &["turn-1", "turn-2"], Some("c1"));
+        let second = page(3, &["turn-3"], None);
+        let reverted = json!({ "id": 4, "result": { "thread": { "id": THREAD, "turns": [] }, "turnsBackwardsCursor": "b", "itemsBackwardsCursor": "i" } }).to_string();
+        let status = |s: &str| {
+            json!({ "method": "thread/status/changed", "params": { "threadId": THREAD, "status": { "type": s } } })
+                .to_string()
+        };
+        let (unloaded, idle) = (status("notLoaded"), status("idle"));
+        let note = json!({ "method": "thread/reverted", "params": { "threadId": THREAD } });
+        let back = page(5, &["turn-1"], None);
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{first}'\n r; echo '{second}'\n r; echo '{unloaded}'; echo '{idle}'; echo '{reverted}'; echo '{note}'\n r; echo '{back}'\n r\n"
+        );
+        let restored = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
             .await
             .unwrap();
-        assert!(matches!(restored, Restored::Verified { .. }));
-        assert!(sent(&log).iter().all(|m| m["method"] != "thread/rollback"));
+        let Restored::Verified { detail } = restored else {
+            panic!("not verified: {restored:?}")
+        };
+        assert!(detail.contains("reverted before turn turn-2"), "{detail}");
+        assert_eq!(
+            methods_sent(&log),
+            [
+                "initialize",
+                "initialized",
+                "thread/resume",
+                "thread/turns/list",
+                "thread/turns/list",
+                "thread/revert",
+                "thread/turns/list"
+            ]
+        );
+        let sent = sent(&log);
+        assert_eq!(
+            sent[3]["params"],
+            json!({ "threadId": THREAD, "sortDirection": "asc", "itemsView": "notLoaded", "limit": 100 })
+        );
+        assert_eq!(sent[4]["params"]["cursor"], "c1");
+        assert_eq!(
+            sent[5]["params"],
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-2" })
+        );
+        assert!(sent[6]["params"].get("cursor").is_none());
     }
 
     #[tokio::test]
-    async fn too_few_turns_is_not_verified_and_rolls_nothing_back() {
+    async fn turn_count_zero_reverts_before_the_first_turn() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1"]));
-        let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r\n");
-        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), "not_verified", "{err}");
-        assert!(sent(&log).iter().all(|m| m["method"] != "thread/rollback"));
-    }
-
-    #[tokio::test]
-    async fn a_rollback_without_effect_is_caught_by_the_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("log");
-        let all = thread(&["turn-1", "turn-2", "turn-3"]);
+        let resumed = resumed("paginated");
+        let listed = page(2, &["turn-1", "turn-2"], None);
+        let reverted = r#"{"id":3,"result":{"thread":{"id":"x","turns":[]}}}"#;
+        let back = page(4, &[], None);
         let script = format!(
-            "{HANDSHAKE}\n r; echo '{{\"id\":1,\"result\":{all}}}'\n r; echo '{{\"id\":2,\"result\":{all}}}'\n r; echo '{{\"id\":3,\"result\":{all}}}'\n r\n"
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{listed}'\n r; echo '{reverted}'\n r; echo '{back}'\n r\n"
+        );
+        restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap();
+        assert_eq!(sent(&log)[4]["params"]["beforeTurnId"], "turn-1");
+    }
+
+    #[tokio::test]
+    async fn nothing_is_dropped_when_the_thread_is_already_there() {
+        for mode in ["legacy", "paginated"] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let resumed = resumed(mode);
+            let (read, read_back) = if mode == "legacy" {
+                (
+                    answer(2, &["turn-1", "turn-2"]),
+                    answer(3, &["turn-1", "turn-2"]),
+                )
+            } else {
+                (
+                    page(2, &["turn-1", "turn-2"], None),
+                    page(3, &["turn-1", "turn-2"], None),
+                )
+            };
+            let script = format!(
+                "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r; echo '{read_back}'\n r\n"
+            );
+            let restored = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
+                .await
+                .unwrap();
+            assert!(matches!(restored, Restored::Verified { .. }), "{mode}");
+            let methods = methods_sent(&log);
+            assert!(
+                !methods
+                    .iter()
+                    .any(|m| m == "thread/rollback" || m == "thread/revert"),
+                "{mode}: {methods:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn too_few_turns_is_not_verified_and_drops_nothing() {
+        for mode in ["legacy", "paginated"] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let resumed = resumed(mode);
+            let read = if mode == "legacy" {
+                answer(2, &["turn-1"])
+            } else {
+                page(2, &["turn-1"], None)
+            };
+            let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r\n");
+            let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 2)
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), "not_verified", "{mode}: {err}");
+            let methods = methods_sent(&log);
+            assert!(
+                !methods
+                    .iter()
+                    .any(|m| m == "thread/rollback" || m == "thread/revert"),
+                "{mode}: {methods:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restore_without_effect_is_caught_by_the_read_back() {
+        for mode in ["legacy", "paginated"] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("log");
+            let resumed = resumed(mode);
+            let all = ["turn-1", "turn-2", "turn-3"];
+            let (read, acted, read_back) = if mode == "legacy" {
+                (answer(2, &all), answer(3, &all), answer(4, &all))
+            } else {
+                (
+                    page(2, &all, None),
+                    r#"{"id":3,"result":{"thread":{"id":"x","turns":[]}}}"#.to_owned(),
+                    page(4, &all, None),
+                )
+            };
+            let script = format!(
+                "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r; echo '{acted}'\n r; echo '{read_back}'\n r\n"
+            );
+            let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+                .await
+                .unwrap_err();
+            match err {
+                RestoreFailure::NotVerified {
+                    expected, found, ..
+                } => {
+                    assert!(expected.starts_with("0 turns"), "{mode}: {expected}");
+                    assert!(found.starts_with("3 turns"), "{mode}: {found}");
+                }
+                other => panic!("{mode}: expected not verified, got {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cursor_that_does_not_advance_is_a_protocol_breach() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let resumed = resumed("paginated");
+        let first = page(2, &["turn-1"], Some("same"));
+        let again = page(3, &["turn-1"], Some("same"));
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{first}'\n r; echo '{again}'\n r\n"
         );
         let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
             .await
             .unwrap_err();
-        match err {
-            RestoreFailure::NotVerified {
-                expected, found, ..
-            } => {
-                assert!(expected.starts_with("0 turns"), "{expected}");
-                assert!(found.starts_with("3 turns"), "{found}");
-            }
-            other => panic!("expected not verified, got {other:?}"),
-        }
+        assert_eq!(err.kind(), "unreachable", "{err}");
+        assert!(!methods_sent(&log).iter().any(|m| m == "thread/revert"));
     }
 
-    async fn failing_call(error: &str) -> RestoreFailure {
+    /// A restore whose mutating call (rollback on a legacy thread, revert on a paginated one)
+    /// answers `error`.
+    async fn failing_call(mode: &str, error: &str) -> RestoreFailure {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let resumed = resumed(mode);
+        let read = if mode == "legacy" {
+            answer(2, &["turn-1", "turn-2"])
+        } else {
+            page(2, &["turn-1", "turn-2"], None)
+        };
         let script = format!(
-            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{{\"method\":\"deprecationNotice\",\"params\":{{}}}}'; echo '{{\"id\":2,\"error\":{error}}}'\n r\n"
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{read}'\n r; echo '{{\"method\":\"deprecationNotice\",\"params\":{{}}}}'; echo '{{\"id\":3,\"error\":{error}}}'\n r\n"
         );
         restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
             .await
@@ -1038,6 +1384,7 @@ mod tests {
     #[tokio::test]
     async fn rpc_errors_become_busy_unknown_or_refused() {
         let busy = failing_call(
+            "legacy",
             r#"{"code":-32600,"message":"Cannot rollback while a turn is in progress."}"#,
         )
         .await;
@@ -1048,12 +1395,21 @@ mod tests {
                 message: "Cannot rollback while a turn is in progress.".to_owned()
             }
         );
-        let unknown = failing_call(&format!(
-            r#"{{"code":-32600,"message":"thread not found: {THREAD}"}}"#
-        ))
+        let busy = failing_call(
+            "paginated",
+            r#"{"code":-32600,"message":"Cannot revert while a turn is in progress."}"#,
+        )
+        .await;
+        assert_eq!(busy.kind(), "busy");
+        let unknown = failing_call(
+            "paginated",
+            &format!(r#"{{"code":-32600,"message":"thread not found: {THREAD}"}}"#),
+        )
         .await;
         assert_eq!(unknown.kind(), "unknown_session");
+        // A legacy thread on a release without rollback (0.156 and later).
         let refused = failing_call(
+            "legacy",
             r#"{"code":-32600,"message":"Invalid request: unknown variant `thread/rollback`, expected one of `initialize`"}"#,
         )
         .await;
@@ -1069,6 +1425,50 @@ mod tests {
             }
             other => panic!("expected refused, got {other:?}"),
         }
+        let refused = failing_call(
+            "paginated",
+            r#"{"code":-32600,"message":"turn not found: turn-2"}"#,
+        )
+        .await;
+        match refused {
+            RestoreFailure::Refused { action, .. } => {
+                assert_eq!(
+                    action,
+                    format!("thread/revert {THREAD} beforeTurnId=turn-2")
+                );
+            }
+            other => panic!("expected refused, got {other:?}"),
+        }
+    }
+
+    /// Another app-server process holds the thread: refused at `thread/resume`, before any
+    /// read or change.
+    #[tokio::test]
+    async fn a_thread_another_writer_holds_is_refused_before_anything_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let script = format!(
+            "{HANDSHAKE}\n r; echo '{{\"id\":1,\"error\":{{\"code\":-32600,\"message\":\"thread {THREAD} already has an active writer\"}}}}'\n r\n"
+        );
+        let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 0)
+            .await
+            .unwrap_err();
+        match err {
+            RestoreFailure::Refused {
+                action, message, ..
+            } => {
+                assert_eq!(action, format!("thread/resume {THREAD}"));
+                assert!(
+                    message.contains("already has an active writer"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected refused, got {other:?}"),
+        }
+        assert_eq!(
+            methods_sent(&log),
+            ["initialize", "initialized", "thread/resume"]
+        );
     }
 
     #[tokio::test]
@@ -1094,16 +1494,17 @@ mod tests {
     async fn a_crash_reports_the_exit_status_and_stderr() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
+        let resumed = resumed("paginated");
+        let listed = page(2, &["turn-1", "turn-2"], None);
         let script = format!(
-            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo 'boom: rollout corrupted' >&2; exit 134\n"
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{listed}'\n r; echo 'boom: rollout corrupted' >&2; exit 134\n"
         );
         let err = restore(&fake(&script, &log), Duration::from_secs(10), THREAD, 1)
             .await
             .unwrap_err();
         match err {
             RestoreFailure::Crashed { action, detail, .. } => {
-                assert!(action.starts_with("thread/rollback"), "{action}");
+                assert!(action.starts_with("thread/revert"), "{action}");
                 assert!(detail.contains("134"), "{detail}");
                 assert!(detail.contains("boom: rollout corrupted"), "{detail}");
             }
@@ -1264,12 +1665,13 @@ mod tests {
     async fn a_delivery_commits_the_point_before_the_turn_starts() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1", "turn-2"]));
-        let turn = r#"{"id":2,"result":{"turn":{"id":"turn-3","status":"inProgress","items":[]}}}"#;
+        let resumed = resumed("paginated");
+        let listed = page(2, &["turn-1", "turn-2"], None);
+        let turn = r#"{"id":3,"result":{"turn":{"id":"turn-3","status":"inProgress","items":[],"startedAt":null}}}"#;
         let item = agent_item(THREAD, "turn-3", "Mock reply to: hello").to_string();
         let done = completed(THREAD, "turn-3", "completed").to_string();
         let script = format!(
-            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{turn}'; echo '{item}'; echo '{done}'\n r\n"
+            "{HANDSHAKE}\n r; echo '{resumed}'\n r; echo '{listed}'\n r; echo '{turn}'; echo '{item}'; echo '{done}'\n r\n"
         );
         let points = Points::default();
         let answer = deliver(
@@ -1301,19 +1703,23 @@ mod tests {
                 "initialize",
                 "initialized",
                 "thread/resume",
+                "thread/turns/list",
                 "(commit)",
                 "turn/start"
             ]
         );
-        assert_eq!(sent[2]["params"], json!({ "threadId": THREAD }));
         assert_eq!(
-            sent[4]["params"],
+            sent[2]["params"],
+            json!({ "threadId": THREAD, "excludeTurns": true })
+        );
+        assert_eq!(
+            sent[5]["params"],
             json!({ "threadId": THREAD, "input": [{ "type": "text", "text": "hello" }] })
         );
     }
 
     #[tokio::test]
-    async fn a_first_delivery_starts_a_legacy_thread_at_zero_turns() {
+    async fn a_first_delivery_starts_a_default_thread_at_zero_turns() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         let started = format!(r#"{{"id":1,"result":{}}}"#, thread(&[]));
@@ -1342,7 +1748,8 @@ mod tests {
         );
         let sent = sent(&log);
         assert_eq!(sent[2]["method"], "thread/start");
-        assert_eq!(sent[2]["params"], json!({ "historyMode": "legacy" }));
+        // No `historyMode`: the release's default (paginated), which current releases revert.
+        assert_eq!(sent[2]["params"], json!({}));
         assert!(sent[3].get("commit").is_some());
         assert_eq!(sent[4]["method"], "turn/start");
     }
@@ -1351,7 +1758,9 @@ mod tests {
     async fn delivery_failures_send_no_input_or_fail_after_the_point() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let resumed = format!(r#"{{"id":1,"result":{}}}"#, thread(&["turn-1"]));
+        let resumed = resumed("paginated");
+        let listed = page(2, &["turn-1"], None);
+        let resumed = format!("{resumed}'\n r; echo '{listed}");
         // The commit fails: no turn is started.
         let script = format!("{HANDSHAKE}\n r; echo '{resumed}'\n r\n");
         let err = deliver(
@@ -1388,7 +1797,7 @@ mod tests {
         assert!(points.lock().unwrap().is_empty());
 
         // The turn fails, and the app-server crashes mid-turn: both after the point.
-        let turn = r#"{"id":2,"result":{"turn":{"id":"turn-2","status":"inProgress","items":[]}}}"#;
+        let turn = r#"{"id":3,"result":{"turn":{"id":"turn-2","status":"inProgress","items":[]}}}"#;
         let failed = completed(THREAD, "turn-2", "failed").to_string();
         for (tail, kind) in [
             (format!("echo '{turn}'; echo '{failed}'\n r"), "error"),
@@ -1431,8 +1840,9 @@ mod tests {
         assert!(!dir.path().join("none").exists());
     }
 
-    /// Two deliveries against the mock app-server, when it is built: a new legacy thread at
-    /// zero turns, then the same thread resumed at one turn; each answer quotes the input.
+    /// Two deliveries against the mock app-server, when it is built: a new (paginated) thread at
+    /// zero turns, then the same thread resumed at one turn; each answer quotes the input; then
+    /// the thread is restored (by revert), and a legacy thread of 0.155 is restored by rollback.
     #[tokio::test]
     async fn delivers_against_the_mock_app_server() {
         let Some(program) = crate::runtimes::test_support::mock_or_skip("mock-codex", "MOCK_CODEX")
@@ -1483,14 +1893,60 @@ mod tests {
                 new_session: None,
             }
         );
-        // The thread the delivery started can be restored by this strategy's rollback.
+        // The thread the delivery started is restored by revert.
         let restored = restore(&settings, Duration::from_secs(20), &thread, 1)
             .await
             .unwrap();
-        assert!(
-            matches!(restored, Restored::Verified { .. }),
-            "{restored:?}"
-        );
+        let Restored::Verified { detail } = restored else {
+            panic!("not verified: {restored:?}")
+        };
+        assert!(detail.contains("paginated history): reverted"), "{detail}");
+
+        // Codex 0.155: a legacy thread is rolled back, a paginated one reverted.
+        let mut old = settings.clone();
+        old.env
+            .push(("REWIND_MOCK_CODEX_VERSION".to_owned(), "0.155.1".to_owned()));
+        for (mode, how) in [("legacy", "rolled back"), ("paginated", "reverted")] {
+            let id = thread_with_three_turns(&old, mode).await;
+            let restored = restore(&old, Duration::from_secs(20), &id, 1)
+                .await
+                .unwrap();
+            let Restored::Verified { detail } = restored else {
+                panic!("{mode}: not verified: {restored:?}")
+            };
+            assert!(detail.contains(how), "{mode}: {detail}");
+        }
+    }
+
+    /// Starts a thread of history `mode` on the app-server of `settings` and runs three turns
+    /// in it, as an older daemon would have; returns its id.
+    async fn thread_with_three_turns(settings: &CodexSettings, mode: &str) -> String {
+        let mut server = AppServer::spawn(settings).unwrap();
+        server
+            .call(
+                "initialize",
+                json!({ "clientInfo": { "name": "test", "version": "1" }, "capabilities": { "experimentalApi": true } }),
+                "initialize",
+                "",
+            )
+            .await
+            .unwrap();
+        server.notify("initialized").await.unwrap();
+        let started = server
+            .call(
+                "thread/start",
+                json!({ "historyMode": mode }),
+                "thread/start",
+                "",
+            )
+            .await
+            .unwrap();
+        let id = started["thread"]["id"].as_str().unwrap().to_owned();
+        for text in ["one", "two", "three"] {
+            run_turn(&mut server, &id, text).await.unwrap();
+        }
+        server.shut_down(EXIT_GRACE).await;
+        id
     }
 
     #[tokio::test]

@@ -95,7 +95,7 @@ async fn refused(world: &mut RewindWorld) -> anyhow::Result<()> {
 
 /// The answer is a completed operation, and the section 10 invariants hold.
 #[then("the rewind completes")]
-async fn completes(world: &mut RewindWorld) -> anyhow::Result<()> {
+pub(super) async fn completes(world: &mut RewindWorld) -> anyhow::Result<()> {
     let response = world.last_response()?;
     match response {
         RewindResponse::Completed { status, .. } if status == "completed" => {}
@@ -196,7 +196,7 @@ fn tombstone_reading(metadata: &serde_json::Value) -> Option<&'static str> {
 /// Each message still exists, with content `''` and metadata holding only the rewound marker
 /// `messageRecall.status = "rewound"` and `rewoundAt` (spec section 6.1).
 #[then(expr = "messages {string} are rewound tombstones")]
-async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
+pub(super) async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
     let pool = world.pool()?.clone();
     let ids: Vec<String> = id_list(&ids).iter().map(|n| world.resolve(n)).collect();
     for id in ids {
@@ -227,7 +227,7 @@ async fn are_tombstones(world: &mut RewindWorld, ids: String) -> anyhow::Result<
 
 /// Each message's row is exactly as it was before the last operation.
 #[then(expr = "messages {string} are untouched")]
-async fn untouched(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
+pub(super) async fn untouched(world: &mut RewindWorld, ids: String) -> anyhow::Result<()> {
     let before = world.before_snapshot()?;
     let rows = before
         .tables
@@ -303,7 +303,7 @@ async fn operation_status(world: &mut RewindWorld, expected: String) -> anyhow::
 /// The refusal left no operation behind, or only a `failed` record of itself (ambiguity
 /// `refusal-records-operation`); never one that is `preparing`, `completed` or needs repair.
 #[then("no rewind operation is recorded but a failed one")]
-async fn no_operation(world: &mut RewindWorld) -> anyhow::Result<()> {
+pub(super) async fn no_operation(world: &mut RewindWorld) -> anyhow::Result<()> {
     let was = world
         .before_snapshot()?
         .tables
