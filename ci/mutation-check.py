@@ -348,8 +348,14 @@ MUTATIONS = [
     # The boundary stays bound after the delivery that applied it: every later delivery
     # rewinds again.
     ("claude-boundary-applied-twice", CLAUDE,
-     [("        verify_continues_from(settings, session_id, boundary, &known)?;\n        clear_pending(settings, session_id)?;\n",
-       "        verify_continues_from(settings, session_id, boundary, &known)?;\n")],
+     [("        if *bound {\n            clear_pending(settings, session_id)?;\n        }\n", "")],
+     "@rule:runtime.claude-recovery-ref"),
+    # Later deliveries leave the leaf to the CLI (a plain --resume): after the branch the
+    # boundary made, the real CLI (and the mock) go back to the older branch.
+    ("claude-plain-resume-after-branch", CLAUDE,
+     [("                boundary,\n                ..\n            } => restore_args(session_id, boundary),\n",
+       "                boundary,\n                bound,\n            } if *bound => restore_args(session_id, boundary),\n"
+       "            SessionPlan::Resume { session_id, .. } => stream_args(format!(\"--resume={session_id}\")),\n")],
      "@rule:runtime.claude-recovery-ref"),
     # A delivery that applies a bound boundary is not checked: a run without effect uses the
     # boundary up, and the rewind is lost.
@@ -436,8 +442,8 @@ MUTATIONS = [
     ("claude-boundary-after-turn", CLAUDE,
      [("    commit(point).await.map_err(DeliveryError::Commit)?;\n\n    let session_id = plan.session_id();",
        "    let session_id = plan.session_id();"),
-      ("        clear_pending(settings, session_id)?;\n    }\n    Ok(answer_text(&lines))",
-       "        clear_pending(settings, session_id)?;\n    }\n"
+      ("            clear_pending(settings, session_id)?;\n        }\n    }\n    Ok(answer_text(&lines))",
+       "            clear_pending(settings, session_id)?;\n        }\n    }\n"
        "    let after = plan_session(settings, Some(session_id))?;\n"
        "    commit(PointToCommit { recovery_ref: after.recovery_ref(), new_session: point.new_session })\n"
        "        .await\n        .map_err(DeliveryError::Commit)?;\n"
@@ -488,15 +494,25 @@ MUTATIONS = [
        "        other => {\n            other?;\n        }\n    }")],
      "@rule:runtime.opencode-session-revert"),
     ("codex-held-thread-taken-as-restored", CODEX,
-     [("            &format!(\"thread/resume {thread_id}\"),\n            thread_id,\n        )\n        .await?;\n    let before",
-       "            &format!(\"thread/resume {thread_id}\"),\n            thread_id,\n        )\n        .await;\n"
-       "    let resumed = match resumed {\n"
+     [("    let mode = load_thread(server, thread_id).await?;\n    let before",
+       "    let mode = match load_thread(server, thread_id).await {\n"
        "        Err(e) if e.to_string().contains(\"active writer\") => {\n"
        "            return Ok(Restored::Verified { detail: String::new() })\n"
        "        }\n"
        "        other => other?,\n"
        "    };\n    let before")],
      "@rule:runtime.codex-thread-rollback"),
+    # Codex restores by the thread's history mode: a legacy thread (Codex 0.155) taken for a
+    # paginated one is reverted, which 0.155 refuses for legacy threads.
+    ("codex-legacy-thread-reverted", CODEX,
+     [("            Some(\"paginated\") => HistoryMode::Paginated,\n",
+       "            Some(_) | None => HistoryMode::Paginated,\n")],
+     "@rule:runtime.codex-thread-rollback"),
+    # The restore (rollback or revert) is trusted without reading the turns back.
+    ("codex-restore-not-read-back", CODEX,
+     [("    let after = thread_turns(server, thread_id, mode).await?;\n    verify(",
+       "    let after: Vec<String> = before.iter().take(turn_count as usize).cloned().collect();\n    verify(")],
+     "@rule:runtime.restore-verify"),
     ("channel-first-mention-only", DELIVERY,
      [("reached.into_iter().cloned().collect()", "reached.into_iter().take(1).cloned().collect()")],
      "@rule:runtime.apply-after-all-restores"),

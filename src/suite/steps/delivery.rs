@@ -925,6 +925,7 @@ async fn as_before_delivery(
         let validated = journal.iter().any(|e| {
             let argv = super::runtime::argv(e);
             e.outcome == "ok"
+                && !super::runtime::carries_prompt(e)
                 && super::runtime::flag_value(&argv, "--resume").as_deref() == Some(target.as_str())
                 && super::runtime::flag_value(&argv, "--resume-session-at").as_deref()
                     == Some(boundary.as_str())

@@ -107,12 +107,27 @@ fn is_restore_call(mock: MockRuntime, session: &str, entry: &JournalEntry) -> bo
         return false;
     }
     match mock {
-        MockRuntime::Codex => entry.call == "thread/rollback",
-        MockRuntime::Claude => argv(entry)
-            .iter()
-            .any(|a| a.starts_with("--resume-session-at")),
+        MockRuntime::Codex => MockRuntime::Codex
+            .restore_calls()
+            .contains(&entry.call.as_str()),
+        // A run that carries a prompt is a delivery (which may name its leaf), not a restore.
+        MockRuntime::Claude => {
+            argv(entry)
+                .iter()
+                .any(|a| a.starts_with("--resume-session-at"))
+                && !carries_prompt(entry)
+        }
         MockRuntime::OpenCode => entry.call.ends_with("/revert") && entry.call.starts_with("POST"),
     }
+}
+
+/// Whether a claude run had a user message on stdin (or a prompt argument).
+pub(super) fn carries_prompt(entry: &JournalEntry) -> bool {
+    entry
+        .request
+        .get("stdin")
+        .and_then(|s| s.as_array())
+        .is_some_and(|s| !s.is_empty())
 }
 
 /// The command line a claude run journaled.
@@ -280,7 +295,7 @@ async fn codex_release(world: &mut RewindWorld, version: String) -> anyhow::Resu
         .mocks
         .as_mut()
         .ok_or_else(|| anyhow!("no mock runtimes yet"))?
-        .use_codex_version(&version);
+        .use_codex_version(&version)?;
     reattach(world).await
 }
 
@@ -518,22 +533,42 @@ async fn restored_to_point(
                 want
             );
             if seeded.len() > turn_count {
+                // Either native restore counts (ambiguity `codex-restore-method`): the spec's
+                // `thread/rollback` dropping the turns after the point, or, on releases without
+                // it, `thread/revert` before the first turn to drop.
                 let at = restore_at.ok_or_else(|| {
-                    anyhow!("no successful thread/rollback of thread `{session}`; the codex mock received:\n{}", show())
+                    anyhow!("no successful thread/rollback or thread/revert of thread `{session}`; the codex mock received:\n{}", show())
                 })?;
-                let num_turns = journal[at].request.get("numTurns").and_then(|v| v.as_u64());
+                let request = &journal[at].request;
+                let reading = if journal[at].call == "thread/revert" {
+                    let before = request.get("beforeTurnId").and_then(|v| v.as_str());
+                    ensure!(
+                        before == Some(seeded[turn_count].as_str()),
+                        "thread/revert asked for beforeTurnId {before:?}, but the first turn to \
+                         drop is {:?}",
+                        seeded[turn_count]
+                    );
+                    "thread-revert"
+                } else {
+                    let num_turns = request.get("numTurns").and_then(|v| v.as_u64());
+                    ensure!(
+                        num_turns == Some((seeded.len() - turn_count) as u64),
+                        "thread/rollback asked for numTurns {num_turns:?}, but {} turns had to go",
+                        seeded.len() - turn_count
+                    );
+                    "thread-rollback"
+                };
                 ensure!(
-                    num_turns == Some((seeded.len() - turn_count) as u64),
-                    "thread/rollback asked for numTurns {num_turns:?}, but {} turns had to go",
-                    seeded.len() - turn_count
-                );
-                ensure!(
-                    journal[at + 1..]
-                        .iter()
-                        .any(|e| e.call == "thread/read" && e.target.as_deref() == Some(session)),
-                    "the rollback of thread `{session}` was not verified by a later thread/read; the codex mock received:\n{}",
+                    journal[at + 1..].iter().any(|e| {
+                        (e.call == "thread/read" || e.call == "thread/turns/list")
+                            && e.target.as_deref() == Some(session)
+                            && e.outcome == "ok"
+                    }),
+                    "the restore of thread `{session}` was not verified by a later thread/read or \
+                     thread/turns/list; the codex mock received:\n{}",
                     show()
                 );
+                world.take_reading("codex-restore-method", reading)?;
             }
         }
         MockRuntime::Claude => {
@@ -644,6 +679,35 @@ async fn as_seeded(world: &mut RewindWorld, _mock: String, agent: String) -> any
         seeded
     );
     Ok(())
+}
+
+/// `Then the rewind of "codex-3, codex-4" either fails the codex restore of agent "cody", leaving
+/// them and its thread as they were, or completes with the thread restored to its recovery point
+/// for message "codex-3"`: a Codex release without `thread/rollback`, the spec's restore (register
+/// `codex-restore-method`). Refused: a failed runtime restore, the messages untouched, at most a
+/// failed operation, the thread as seeded. Completed: the thread restored by `thread/revert`
+/// (checked as any codex restore) and the messages rewound tombstones.
+#[then(
+    regex = r#"^the rewind of "([^"]+)" either fails the codex restore of agent "([^"]+)", leaving them and its thread as they were, or completes with the thread restored to its recovery point for message "([^"]+)"$"#
+)]
+async fn codex_restore_or_refusal(
+    world: &mut RewindWorld,
+    names: String,
+    agent: String,
+    message: String,
+) -> anyhow::Result<()> {
+    let refused = matches!(world.last_response()?, RewindResponse::Refused { .. });
+    if refused {
+        refused_as_restore_failure(world).await?;
+        super::then::untouched(world, names).await?;
+        super::then::no_operation(world).await?;
+        as_seeded(world, "codex".to_owned(), agent).await?;
+        world.take_reading("codex-restore-method", "refuse")
+    } else {
+        super::then::completes(world).await?;
+        restored_to_point(world, agent, message).await?;
+        super::then::are_tombstones(world, names).await
+    }
 }
 
 /// The journal shows the planted fault answered the restore.
