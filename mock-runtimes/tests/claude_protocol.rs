@@ -213,6 +213,8 @@ fn a_new_session_answers_in_stream_json_and_keeps_a_chained_transcript() {
     assert!(assistants
         .iter()
         .all(|a| a["uuid"].is_string() && a["session_id"] == SESSION));
+    // The streamed message has no stop reason yet, as on the real CLI.
+    assert!(assistants.iter().all(|a| a["message"]["stop_reason"].is_null()));
     assert_eq!(results[1]["subtype"], "success");
     assert_eq!(results[1]["is_error"], false);
     assert_eq!(results[1]["num_turns"], 2);
@@ -521,6 +523,12 @@ fn the_real_errors_have_the_real_form() {
         lines[0]["errors"],
         json!([format!("No message found with message.uuid of: {missing}")])
     );
+    // As Claude Code 2.1.197: the message on stderr too, the result naming the session resumed.
+    assert_eq!(
+        stderr(&out).trim(),
+        format!("No message found with message.uuid of: {missing}")
+    );
+    assert_eq!(lines[0]["session_id"], SESSION);
 
     // An unknown session.
     let nobody = "00000000-0000-4000-8000-00000000dead";
@@ -531,6 +539,7 @@ fn the_real_errors_have_the_real_form() {
         lines[0]["errors"],
         json!([format!("No conversation found with session ID: {nobody}")])
     );
+    assert_eq!(lines[0]["session_id"], nobody);
     let out = env.run(&["-p", "--resume", nobody, "x"], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(&format!("No conversation found with session ID: {nobody}")));
@@ -571,6 +580,16 @@ fn the_real_errors_have_the_real_form() {
     let out = env.run(&args, &["{not json".to_owned()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).starts_with("Error parsing streaming input line: {not json"));
+    assert!(
+        out.stdout.is_empty(),
+        "no system/init before the first prompt"
+    );
+    // The real CLI's JSON parser (Bun's) words it.
+    let out = env.run(&args, &["not json".to_owned()]);
+    assert_eq!(
+        stderr(&out).trim(),
+        "Error parsing streaming input line: not json: SyntaxError: JSON Parse error: Unexpected identifier \"not\""
+    );
     let bad_role = json!({"type": "user", "message": {"role": "assistant", "content": "x"}});
     let out = env.run(&args, &[bad_role.to_string()]);
     assert!(stderr(&out).contains("Expected message role 'user', got 'assistant'"));

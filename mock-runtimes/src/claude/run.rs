@@ -229,11 +229,21 @@ impl Run {
         Exit(1)
     }
 
-    /// A load error: a `result` line with stream-json output, else stderr (exit 1).
+    /// A load error: on stderr, and with stream-json output also a `result` line naming the
+    /// session addressed (exit 1), as Claude Code 2.1.197 answers.
     fn fail_load(&mut self, message: &str) -> Exit {
         let outcome = self.failure_outcome();
         self.record(&outcome, Some(message.to_owned()));
+        eprintln!("{message}");
         if self.opts.output_format == "stream-json" {
+            let session = self
+                .opts
+                .resume
+                .clone()
+                .flatten()
+                .filter(|v| !v.is_empty())
+                .map(|v| session_of_resume_value(&v).to_owned())
+                .unwrap_or_else(|| self.process_session.clone());
             emit(&json!({
                 "type": "result",
                 "subtype": "error_during_execution",
@@ -242,7 +252,7 @@ impl Run {
                 "is_error": true,
                 "num_turns": 0,
                 "stop_reason": null,
-                "session_id": self.process_session,
+                "session_id": session,
                 "total_cost_usd": 0,
                 "usage": empty_usage(),
                 "modelUsage": {},
@@ -250,8 +260,6 @@ impl Run {
                 "uuid": uuid::Uuid::new_v4().to_string(),
                 "errors": [message],
             }));
-        } else {
-            eprintln!("{message}");
         }
         Exit(1)
     }
@@ -721,10 +729,11 @@ impl Run {
     fn stdin_message(&mut self, line: &str) -> Result<Option<(Value, Option<String>)>, Exit> {
         let message: Value = match serde_json::from_str(line) {
             Ok(v) => v,
-            Err(e) => {
+            Err(_) => {
                 return Err(self.fail_stderr(&format!(
-                    "Error parsing streaming input line: {line}: SyntaxError: {e}"
-                )))
+                    "Error parsing streaming input line: {line}: SyntaxError: JSON Parse error: {}",
+                    js_parse_error(line)
+                )));
             }
         };
         let kind = message.get("type").and_then(Value::as_str).unwrap_or("");
@@ -858,9 +867,12 @@ impl Run {
         c.turns += 1;
         let result = self.result(&c.ctx.session_id, c.turns, &reply, true);
         if self.opts.output_format == "stream-json" {
+            // The stream line's message has no stop reason yet (it is streamed).
+            let mut streamed = entry["message"].clone();
+            streamed["stop_reason"] = Value::Null;
             emit(&json!({
                 "type": "assistant",
-                "message": entry["message"],
+                "message": streamed,
                 "parent_tool_use_id": null,
                 "session_id": c.ctx.session_id,
                 "uuid": assistant,
@@ -943,6 +955,22 @@ fn session_of_resume_value(value: &str) -> &str {
 }
 
 /// Writes one JSON line to stdout, flushed (a closed stdout is ignored).
+/// The JavaScript engine's account of why `line` is not JSON (the real CLI runs on Bun, whose
+/// `JSON.parse` says `Unexpected identifier "not"` for a bare word, `Unexpected token` otherwise).
+fn js_parse_error(line: &str) -> String {
+    let word: String = line
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .collect();
+    match word.chars().next() {
+        Some(c) if c.is_alphabetic() || c == '_' || c == '$' => {
+            format!("Unexpected identifier \"{word}\"")
+        }
+        _ => "Unexpected token".to_owned(),
+    }
+}
+
 fn emit(value: &Value) {
     emit_text(&value.to_string());
 }

@@ -26,7 +26,7 @@
 //! Errors: 404 `{"name":"NotFoundError","data":{"message":"Session not found: <id>"}}`; 400
 //! `{"name":"BadRequest","data":{"message":...,"kind":"Payload"}}` for payload validation
 //! (`Missing key\n  at ["messageID"]`, `Expected a string starting with "msg", got "x"\n  at
-//! ["messageID"]`); 500 `{"name":"UnknownError","data":{"message":...}}` for a session id
+//! ["messageID"]`); 500 `{"name":"UnknownError","data":{"message":"Unexpected server error. Check server logs for details."}}` for a session id
 //! without the `ses` prefix and for a body that is not JSON; 409 `{"_tag":"SessionBusyError","sessionID":...,"message":"Session
 //! is busy: <id>"}` for a busy session (`mapBusy` of the HttpApi session handlers; releases
 //! before the HttpApi answered 400 `UnknownError` "Session `<id>` is busy").

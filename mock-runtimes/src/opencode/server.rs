@@ -165,6 +165,9 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What OpenCode 1.18.33 says in a 500 `UnknownError` it raised inside a handler.
+const UNEXPECTED: &str = "Unexpected server error. Check server logs for details.";
+
 /// A request body as received.
 enum Body {
     Empty,
@@ -204,9 +207,7 @@ impl Body {
                 "Expected object, got {other}"
             ))),
             // As the real server: a body that is not JSON is no validation error but a 500.
-            Body::Invalid { error, .. } => {
-                Err(ApiError::unknown(format!("Unexpected JSON body: {error}")))
-            }
+            Body::Invalid { .. } => Err(ApiError::unknown(UNEXPECTED)),
         }
     }
 }
@@ -436,11 +437,8 @@ async fn admit(app: &App, call: Call) -> Result<Admitted, Response> {
     if let Some(target) = &call.target {
         if !target.starts_with(IdKind::Session.prefix()) {
             // Observed: an id without the `ses` prefix fails inside the server (500), not in
-            // payload validation.
-            let error = ApiError::unknown(format!(
-                "Expected a string starting with \"ses\", got {}",
-                Value::String(target.clone())
-            ));
+            // payload validation, and the server hides why.
+            let error = ApiError::unknown(UNEXPECTED);
             return Err(finish(app, entry, Err(error)));
         }
     }
