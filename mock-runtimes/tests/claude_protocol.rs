@@ -214,7 +214,9 @@ fn a_new_session_answers_in_stream_json_and_keeps_a_chained_transcript() {
         .iter()
         .all(|a| a["uuid"].is_string() && a["session_id"] == SESSION));
     // The streamed message has no stop reason yet, as on the real CLI.
-    assert!(assistants.iter().all(|a| a["message"]["stop_reason"].is_null()));
+    assert!(assistants
+        .iter()
+        .all(|a| a["message"]["stop_reason"].is_null()));
     assert_eq!(results[1]["subtype"], "success");
     assert_eq!(results[1]["is_error"], false);
     assert_eq!(results[1]["num_turns"], 2);

@@ -172,7 +172,7 @@ const UNEXPECTED: &str = "Unexpected server error. Check server logs for details
 enum Body {
     Empty,
     Json(Value),
-    Invalid { raw: String, error: String },
+    Invalid { raw: String },
 }
 
 impl Body {
@@ -182,9 +182,8 @@ impl Body {
         }
         match serde_json::from_slice(bytes) {
             Ok(value) => Body::Json(value),
-            Err(e) => Body::Invalid {
+            Err(_) => Body::Invalid {
                 raw: String::from_utf8_lossy(bytes).into_owned(),
-                error: e.to_string(),
             },
         }
     }
