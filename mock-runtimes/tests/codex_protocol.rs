@@ -486,11 +486,18 @@ fn rollback_drops_turns_from_the_end_and_persists() {
         "thread/rollback",
         json!({ "threadId": THREAD, "numTurns": 2 }),
     );
-    assert_eq!(methods(&before), ["deprecationNotice"]);
+    // Seen on 0.155.1: the recounted token usage is notified before the answer.
+    assert_eq!(
+        methods(&before),
+        ["deprecationNotice", "thread/tokenUsage/updated"]
+    );
     assert_eq!(
         before[0]["params"]["summary"],
         "thread/rollback is deprecated and will be removed soon"
     );
+    assert_eq!(before[1]["params"]["threadId"], THREAD);
+    assert_eq!(before[1]["params"]["turnId"], "turn-1");
+    assert!(before[1]["params"]["tokenUsage"]["total"]["totalTokens"].is_u64());
     assert_eq!(turn_ids(&answer["result"]["thread"]), ["turn-1"]);
 
     let state = codex::read_thread(home.path(), THREAD).unwrap().unwrap();
@@ -1790,4 +1797,313 @@ fn one_writer_per_thread_until_the_holder_exits_or_is_killed() {
         )
     };
     assert_eq!(turn_ids(&rolled["thread"]).len(), 1);
+}
+
+/// Seen on 0.155.1 and 0.171.0: `turn/completed` shows the turn in the `summary` view, its
+/// items the agent's reply alone (with the optional fields null); a full read shows both items.
+#[test]
+fn turn_completed_shows_the_reply_in_the_summary_view() {
+    for version in ["0.155.1", codex::DEFAULT_VERSION] {
+        let home = tempfile::tempdir().unwrap();
+        let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, version)]);
+        server.handshake(true);
+        let started = server.ok("thread/start", json!({}));
+        let id = started["thread"]["id"].as_str().unwrap().to_owned();
+        let (turn_id, notes) = run_turn(&mut server, &id, text_input("first question"));
+        let completed = &notes.last().unwrap()["params"]["turn"];
+        assert_eq!(completed["id"], turn_id.as_str(), "{version}");
+        assert_eq!(completed["itemsView"], "summary", "{version}");
+        let items = completed["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{version}: {items:?}");
+        assert_eq!(items[0]["type"], "agentMessage");
+        assert_eq!(items[0]["text"], "Mock reply to: first question");
+        assert!(items[0]["id"].is_string());
+        for key in ["phase", "memoryCitation", "questions", "delivery"] {
+            assert_eq!(items[0].get(key), Some(&Value::Null), "{version}: {key}");
+        }
+        // The turn as it started has no items loaded.
+        let started = notes
+            .iter()
+            .find(|n| n["method"] == "turn/started")
+            .unwrap();
+        assert_eq!(started["params"]["turn"]["itemsView"], "notLoaded");
+        assert_eq!(started["params"]["turn"]["items"], json!([]));
+        // A reply-less turn completes with no items.
+        let marker = rewind_mock_runtimes::NO_REPLY_MARKER;
+        let (_, notes) = run_turn(&mut server, &id, text_input(&format!("quiet {marker}")));
+        let completed = &notes.last().unwrap()["params"]["turn"];
+        assert_eq!(completed["itemsView"], "summary");
+        assert_eq!(completed["items"], json!([]));
+        // A full read still shows the user message and the reply.
+        let read = server.ok(
+            "thread/read",
+            json!({ "threadId": id, "includeTurns": true }),
+        );
+        let first = &read["thread"]["turns"][0];
+        assert_eq!(first["itemsView"], "full");
+        assert_eq!(first["items"][0]["type"], "userMessage");
+        assert_eq!(first["items"][1]["type"], "agentMessage");
+        assert_eq!(first["items"][1]["delivery"], Value::Null);
+    }
+}
+
+/// Seen on 0.155.1 and 0.171.0: a thread id that is not a UUID is refused with the real
+/// `uuid` wording, the bad character's position counted from 1.
+#[test]
+fn a_malformed_thread_id_is_refused_with_the_real_wording() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let expected = |c: char, at: usize| {
+        format!(
+            "invalid thread id: invalid character: expected an optional prefix of `urn:uuid:` \
+             followed by [0-9a-fA-F-], found `{c}` at {at}"
+        )
+    };
+    assert_eq!(
+        server.err(
+            "thread/read",
+            json!({ "threadId": "not-a-uuid", "includeTurns": true })
+        ),
+        (-32600, expected('n', 1))
+    );
+    assert_eq!(
+        server.err("thread/resume", json!({ "threadId": "0123-xyz" })),
+        (-32600, expected('x', 6))
+    );
+    assert_eq!(
+        server.err(
+            "turn/start",
+            json!({ "threadId": "not-a-uuid", "input": [{ "type": "text", "text": "x" }] })
+        ),
+        (-32600, expected('n', 1))
+    );
+}
+
+/// Seen on 0.155.1 and 0.171.0: `thread/resume` of a legacy thread answers both backwards
+/// cursors null; a paginated thread's are strings.
+#[test]
+fn resuming_a_legacy_thread_answers_null_cursors() {
+    for version in ["0.155.1", codex::DEFAULT_VERSION] {
+        let home = tempfile::tempdir().unwrap();
+        seed_in(home.path(), 2, Some(HistoryMode::Legacy));
+        let mut server = Server::start_with(home.path(), &[(codex::VERSION_ENV, version)]);
+        server.handshake(true);
+        let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+        assert_eq!(turn_ids(&resumed["thread"]), ["turn-1", "turn-2"]);
+        assert_eq!(resumed["turnsBackwardsCursor"], Value::Null, "{version}");
+        assert_eq!(resumed["itemsBackwardsCursor"], Value::Null, "{version}");
+        assert_eq!(resumed["initialTurnsPage"], Value::Null);
+
+        let paginated = tempfile::tempdir().unwrap();
+        seed_in(paginated.path(), 2, Some(HistoryMode::Paginated));
+        let mut server = Server::start_with(paginated.path(), &[(codex::VERSION_ENV, version)]);
+        server.handshake(true);
+        let resumed = server.ok("thread/resume", json!({ "threadId": THREAD }));
+        assert!(resumed["turnsBackwardsCursor"].is_string(), "{version}");
+        assert!(resumed["itemsBackwardsCursor"].is_string(), "{version}");
+    }
+}
+
+/// Seen on 0.171.0: `thread/read` names the thread's first turn as the first unread one (null
+/// without turns), and once a thread was reverted `thread/resume` answers `serviceTier:
+/// "default"` (null before; 0.155.1 answers null either way).
+#[test]
+fn read_state_names_the_first_turn_and_reverted_threads_resume_with_the_default_tier() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    let read = server.ok("thread/read", json!({ "threadId": id }));
+    assert_eq!(read["readState"]["firstUnread"], Value::Null);
+    assert!(read["readState"]["revision"].is_string());
+    let (first, _) = run_turn(&mut server, &id, text_input("one"));
+    let (second, _) = run_turn(&mut server, &id, text_input("two"));
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": id, "includeTurns": true }),
+    );
+    assert_eq!(
+        read["readState"]["firstUnread"],
+        json!({ "type": "turn", "turnId": first })
+    );
+    let resumed = server.ok("thread/resume", json!({ "threadId": id }));
+    assert_eq!(resumed["serviceTier"], Value::Null);
+    server.ok(
+        "thread/revert",
+        json!({ "threadId": id, "beforeTurnId": second }),
+    );
+    let read = server.ok("thread/read", json!({ "threadId": id }));
+    assert_eq!(
+        read["readState"]["firstUnread"],
+        json!({ "type": "turn", "turnId": first })
+    );
+    let resumed = server.ok("thread/resume", json!({ "threadId": id }));
+    assert_eq!(resumed["serviceTier"], "default");
+    assert!(server.close().success());
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    let resumed = server.ok("thread/resume", json!({ "threadId": id }));
+    assert_eq!(resumed["serviceTier"], "default", "a new process too");
+    assert!(server.close().success());
+
+    let mut server = Server::v155(home.path());
+    server.handshake(true);
+    let resumed = server.ok("thread/resume", json!({ "threadId": id }));
+    assert_eq!(resumed["serviceTier"], Value::Null, "0.155");
+}
+
+/// Seen on 0.155.1 and 0.171.0 (same connection, a turn still running): a second `turn/start`
+/// is accepted and answers the running turn, and `thread/revert` interrupts the turn
+/// (`turn/completed` `interrupted`) and reverts, leaving the thread idle; the interrupted turn
+/// never completes. (A rollback meanwhile stays refused on 0.155: see
+/// `rollback_is_refused_on_paginated_threads_and_during_a_turn`.)
+#[test]
+fn a_busy_thread_takes_a_second_turn_start_and_a_revert_interrupts_the_turn() {
+    for version in ["0.155.1", codex::DEFAULT_VERSION] {
+        let home = tempfile::tempdir().unwrap();
+        let mut server = Server::start_with(
+            home.path(),
+            &[(codex::VERSION_ENV, version), (codex::TURN_MS_ENV, "1500")],
+        );
+        server.handshake(true);
+        let started = server.ok("thread/start", json!({}));
+        let id = started["thread"]["id"].as_str().unwrap().to_owned();
+        server.until("thread/started");
+        let slow = server.ok(
+            "turn/start",
+            json!({ "threadId": id, "input": [{ "type": "text", "text": "slow" }] }),
+        );
+        let slow_id = slow["turn"]["id"].as_str().unwrap().to_owned();
+        server.until("turn/started");
+        let again = server.ok(
+            "turn/start",
+            json!({ "threadId": id, "input": [{ "type": "text", "text": "meanwhile" }] }),
+        );
+        assert_eq!(again["turn"]["id"], slow_id.as_str(), "{version}");
+        assert_eq!(again["turn"]["status"], "inProgress");
+        assert_eq!(again["turn"]["startedAt"], Value::Null);
+        assert_eq!(again["turn"]["items"], json!([]));
+        assert_eq!(again["turn"]["itemsView"], "notLoaded");
+        assert_eq!(persisted_turns(home.path(), &id), [slow_id.as_str()]);
+
+        let (answer, before) = server.call(
+            "thread/revert",
+            json!({ "threadId": id, "beforeTurnId": slow_id }),
+        );
+        let result = &answer["result"];
+        assert_eq!(
+            result["thread"]["status"]["type"], "idle",
+            "{version}: {answer}"
+        );
+        assert_eq!(result["thread"]["turns"], json!([]));
+        assert_eq!(result["turnsBackwardsCursor"], Value::Null);
+        let ends: Vec<&Value> = before
+            .iter()
+            .filter(|n| n["method"] == "turn/completed")
+            .collect();
+        assert_eq!(ends.len(), 1, "{before:?}");
+        assert_eq!(ends[0]["params"]["turn"]["id"], slow_id.as_str());
+        assert_eq!(ends[0]["params"]["turn"]["status"], "interrupted");
+        // The interrupted turn sends nothing more once its time is up.
+        std::thread::sleep(Duration::from_millis(2000));
+        let mut late = Vec::new();
+        while let Ok(message) = server.recv(Duration::from_millis(100)) {
+            late.push(message);
+        }
+        assert!(
+            !late.iter().any(
+                |n| n["method"] == "turn/completed" || n["method"] == "item/agentMessage/delta"
+            ),
+            "{late:?}"
+        );
+        let read = server.ok(
+            "thread/read",
+            json!({ "threadId": id, "includeTurns": true }),
+        );
+        assert_eq!(read["thread"]["status"]["type"], "idle");
+        assert_eq!(read["thread"]["turns"], json!([]));
+        let state = codex::read_thread(home.path(), &id).unwrap().unwrap();
+        assert!(state.turns.is_empty());
+        assert!(state.history.iter().any(|e| matches!(
+            e,
+            codex::HistoryEvent::TurnCompleted { turn_id, status: codex::TurnStatus::Interrupted, .. } if turn_id == &slow_id
+        )));
+
+        // The thread takes turns again.
+        let (_, notes) = run_turn(&mut server, &id, text_input("after"));
+        assert_eq!(
+            notes.last().unwrap()["params"]["turn"]["status"],
+            "completed"
+        );
+    }
+}
+
+/// The input of a `turn/start` taken into a running turn is answered by that turn's reply.
+#[test]
+fn input_taken_into_a_running_turn_is_answered_with_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(home.path(), &[(codex::TURN_MS_ENV, "800")]);
+    server.handshake(true);
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    let slow = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "slow" }] }),
+    );
+    let slow_id = slow["turn"]["id"].as_str().unwrap().to_owned();
+    let again = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "meanwhile" }] }),
+    );
+    assert_eq!(again["turn"]["id"], slow_id.as_str());
+    let notes = server.until("turn/completed");
+    let completed = &notes.last().unwrap()["params"]["turn"];
+    assert_eq!(completed["id"], slow_id.as_str());
+    assert_eq!(completed["status"], "completed");
+    let reply = rewind_mock_runtimes::reply_to("slow\nmeanwhile");
+    assert_eq!(completed["items"][0]["text"], reply.as_str());
+    let state = codex::read_thread(home.path(), &id).unwrap().unwrap();
+    assert_eq!(state.turn_ids(), [slow_id]);
+    assert_eq!(state.turns[0].input, "slow\nmeanwhile");
+    assert_eq!(state.turns[0].output, reply);
+}
+
+/// Planted `busy` faults keep refusing, unlike a thread that really runs a turn.
+#[test]
+fn planted_busy_faults_still_refuse_revert_and_turn_start() {
+    let home = tempfile::tempdir().unwrap();
+    seed_in(home.path(), 2, Some(HistoryMode::Paginated));
+    let mut server = Server::start(home.path());
+    server.handshake(true);
+    server.ok("thread/resume", json!({ "threadId": THREAD }));
+    set_faults(
+        home.path(),
+        vec![
+            rule("thread/revert", FaultKind::Busy, None),
+            rule("turn/start", FaultKind::Busy, None),
+        ],
+    );
+    assert_eq!(
+        server.err(
+            "thread/revert",
+            json!({ "threadId": THREAD, "beforeTurnId": "turn-2" })
+        ),
+        (
+            -32600,
+            "Cannot revert while a turn is in progress.".to_owned()
+        )
+    );
+    assert_eq!(
+        server.err(
+            "turn/start",
+            json!({ "threadId": THREAD, "input": [{ "type": "text", "text": "x" }] })
+        ),
+        (
+            -32600,
+            "Cannot start a turn while a turn is in progress.".to_owned()
+        )
+    );
+    assert_eq!(persisted_turns(home.path(), THREAD), ["turn-1", "turn-2"]);
 }

@@ -31,37 +31,43 @@
 //! `paginated` from 0.156 on.
 //!
 //! # Methods
-//! `initialize` (then `"Already initialized"`; any other request before it: `"Not
-//! initialized"`), notification `initialized`, `thread/start` (+ `thread/started`),
-//! `thread/resume {threadId, excludeTurns?}` (turns filled unless excluded; also
-//! `turnsBackwardsCursor`, `itemsBackwardsCursor`), `thread/unsubscribe {threadId}` (`{status:
+//! `initialize` (then `"Already initialized"`; any other request before it: `"Not initialized"`),
+//! notification `initialized`, `thread/start` (+ `thread/started`), `thread/resume {threadId,
+//! excludeTurns?}` (turns filled unless excluded; also `turnsBackwardsCursor`,
+//! `itemsBackwardsCursor`, both null for a legacy thread; `serviceTier` null, except `"default"`
+//! from 0.156 on for a thread that was ever reverted), `thread/unsubscribe {threadId}` (`{status:
 //! "unsubscribed"}`, or `"notLoaded"`; the process stays the thread's writer), `turn/start`
-//! (answers the turn `inProgress` with `startedAt: null`, then notifications `warning` (the
-//! real one about the unknown model's metadata), `thread/status/changed(active)`,
-//! `turn/started`, `item/started`+`item/completed` for the user message, `item/started`,
-//! `item/agentMessage/delta` per word, `item/completed`, `thread/tokenUsage/updated`,
-//! `account/rateLimits/updated` (every limit null), `thread/readState/changed` (0.156 on),
-//! `thread/status/changed(idle)`, `turn/completed`; the agent's reply is [`crate::reply_to`] of
-//! the text items joined with `\n`, no model; an empty reply completes the turn without any
-//! `agentMessage` item), `thread/read {threadId, includeTurns}`, `thread/turns/list {threadId,
-//! cursor?, limit?, sortDirection? ("asc" | "desc", default desc), itemsView? ("notLoaded" |
-//! "summary" | "full", default summary)}` (`{data, nextCursor, backwardsCursor}`; `nextCursor`
-//! is null on the last page; cursors are opaque strings), `thread/rollback {threadId,
-//! numTurns}` (drops from the end, saturating at zero turns; records a `thread_rolled_back`
-//! history event), `thread/revert {threadId, beforeTurnId}` (notifies
-//! `thread/status/changed` `notLoaded` then `idle` before it answers, drops that turn and every
-//! later one; `{thread (turns empty), turnsBackwardsCursor, itemsBackwardsCursor}` then
-//! `thread/reverted {threadId}`).
+//! (answers the turn `inProgress` with `startedAt: null`, then notifications `warning` (the real
+//! one about the unknown model's metadata), `thread/status/changed(active)`, `turn/started`,
+//! `item/started`+`item/completed` for the user message, `item/started`, `item/agentMessage/delta`
+//! per word, `item/completed`, `thread/tokenUsage/updated`, `account/rateLimits/updated` (every
+//! limit null), `thread/readState/changed` (0.156 on), `thread/status/changed(idle)`,
+//! `turn/completed` (the turn in the `summary` view: its items the `agentMessage` alone, no user
+//! message); the agent's reply is [`crate::reply_to`] of the text items joined with `\n`, no model;
+//! an empty reply completes the turn without any `agentMessage` item. A `turn/start` while a turn
+//! runs is accepted: it answers the running turn, still `inProgress`, and its text joins that
+//! turn's input, so the reply answers both), `thread/read {threadId, includeTurns}`,
+//! `thread/turns/list {threadId, cursor?, limit?, sortDirection? ("asc" | "desc", default desc),
+//! itemsView? ("notLoaded" | "summary" | "full", default summary)}` (`{data, nextCursor,
+//! backwardsCursor}`; `nextCursor` is null on the last page; cursors are opaque strings),
+//! `thread/rollback {threadId, numTurns}` (drops from the end, saturating at zero turns; records a
+//! `thread_rolled_back` history event; notifies `thread/tokenUsage/updated` before it answers),
+//! `thread/revert {threadId, beforeTurnId}` (a running turn is interrupted first: `turn/completed`
+//! with status `interrupted`, and it never completes; then notifies `thread/status/changed`
+//! `notLoaded` then `idle` before it answers, drops that turn and every later one; `{thread (turns
+//! empty), turnsBackwardsCursor, itemsBackwardsCursor}` then `thread/reverted {threadId}`).
 //!
-//! Error texts taken from the real sources: an unknown method or bad params is `-32600
-//! "Invalid request: <serde error>"` (the real server deserializes its request enum; it never
-//! answers -32601/-32602 for these), `"numTurns must be >= 1"` (the app-server checks this
-//! before the core's `num_turns must be >= 1`), `"invalid thread id: <uuid error>"`, `"Cannot
-//! rollback while a turn is in progress."`, `"thread/revert only supports paginated threads"`.
-//! Unknown threads, per method: `thread/resume` `"no rollout found for thread id <id>"`,
-//! `thread/read` and `thread/turns/list` `"thread not loaded: <id>"`, and methods that need a
-//! thread loaded in this process (`thread/rollback`, `thread/revert`, `turn/start`) `"thread
-//! not found: <id>"`, all -32600. A line that is not JSON is logged on stderr and dropped without an answer.
+//! Error texts taken from the real sources: an unknown method or bad params is `-32600 "Invalid
+//! request: <serde error>"` (the real server deserializes its request enum; it never answers
+//! -32601/-32602 for these), `"numTurns must be >= 1"` (the app-server checks this before the
+//! core's `num_turns must be >= 1`), `"invalid thread id: <uuid error>"` (a bad character reads
+//! ``invalid character: expected an optional prefix of `urn:uuid:` followed by [0-9a-fA-F-], found
+//! `c` at N``, N counted from 1, as the real server's `uuid` release words it), `"Cannot rollback
+//! while a turn is in progress."`, `"thread/revert only supports paginated threads"`. Unknown
+//! threads, per method: `thread/resume` `"no rollout found for thread id <id>"`, `thread/read` and
+//! `thread/turns/list` `"thread not loaded: <id>"`, and methods that need a thread loaded in this
+//! process (`thread/rollback`, `thread/revert`, `turn/start`) `"thread not found: <id>"`, all
+//! -32600. A line that is not JSON is logged on stderr and dropped without an answer.
 //!
 //! # State
 //! `$CODEX_HOME` is required (the mock refuses to start without it). Threads persist under
@@ -73,11 +79,11 @@
 //!
 //! # Delivery witness
 //! With [`crate::witness::WITNESS_ENV`] set in the process environment, every `turn/start` that
-//! passed its fault handling and validation (thread loaded here, no turn running) is announced
-//! to the witness before the turn is recorded: `target` the thread id, `input` the text, `before`
-//! `{"threadId", "turnIds": [the thread's turn ids, oldest first]}`. The answer's number is
-//! journaled as the call's `witness`. A failed witness call answers `-32603 "delivery witness
-//! failed: ..."`, journaled as `error`, and no turn is recorded.
+//! passed its fault handling and validation (thread loaded here) is announced to the witness before
+//! the turn is recorded (or, when a turn runs, before its input joins that turn): `target` the
+//! thread id, `input` the text, `before` `{"threadId", "turnIds": [the thread's turn ids, oldest
+//! first]}`. The answer's number is journaled as the call's `witness`. A failed witness call
+//! answers `-32603 "delivery witness failed: ..."`, journaled as `error`, and no turn is recorded.
 //!
 //! # Faults (on any request carrying a `threadId`)
 //! - `error`: `-32603` internal error (`failed to start rollback: injected fault`, `failed to
@@ -88,8 +94,9 @@
 //!   all its turns; a revert or turn start is acknowledged and not recorded).
 //! - `unknown_session`: the real unknown-thread error of that method (above).
 //! - `busy`: `thread/rollback` answers `-32600 "Cannot rollback while a turn is in progress."`;
-//!   `thread/revert` and `turn/start` a similar refusal (wording inferred); `thread/read` and
-//!   `thread/resume` answer normally with the thread's status `active`.
+//!   `thread/revert` and `turn/start` a similar refusal (wording inferred: the real server refuses
+//!   neither while a turn runs, see above; the fault stands for a refusal not seen there);
+//!   `thread/read` and `thread/resume` answer normally with the thread's status `active`.
 //! - `crash`: the call is journaled, then the process exits with status 134 without answering.
 //!
 //! On `turn/start` (the delivering call): `error` answers `-32603 "turn/start failed: injected
@@ -99,19 +106,31 @@
 //! acknowledged without one).
 //!
 //! # Left out, or inferred
-//! Left out: models, tools, approvals and server-to-client requests, sandboxing, the rollout
-//! JSONL format (the mock keeps a reduced history; a revert does not write a second rollout
-//! file), `thread/items/list` and `initialTurnsPage` (always null), every other method of the real server (they fail as unknown
-//! variants, and the "expected one of" list names only the methods served here), config
-//! files, authentication, and the real server's concurrent request processing (requests are
-//! handled one at a time, in order). Seen on the real 0.155.1 and 0.171.0: `turn not found:
-//! <id>` for an unknown `beforeTurnId`, the order of the revert's notifications. Inferred
-//! rather than read in the sources or seen: the wording of the revert/turn-start busy
-//! refusals, the default page size of `thread/turns/list` (25; `limit: 0` answers an empty
-//! page, and a cursor that is not one `invalid cursor: <cursor>`, as seen), the content of the
-//! cursors, and the exact field sets of threads, turns and items (the real ones carry more optional fields). A turn runs
-//! instantly unless `REWIND_MOCK_CODEX_TURN_MS` delays its completion (then a rollback during
-//! it is refused as busy for real); a turn left running by a dead process reads `interrupted`.
+//! Left out: models, tools, approvals and server-to-client requests, sandboxing, the rollout JSONL
+//! format (the mock keeps a reduced history; a revert does not write a second rollout file),
+//! `thread/items/list` and `initialTurnsPage` (always null), every other method of the real server
+//! (they fail as unknown variants, and the "expected one of" list names only the methods served
+//! here), config files, authentication, and the real server's concurrent request processing
+//! (requests are handled one at a time, in order). Seen on the real 0.155.1 and 0.171.0: `turn not
+//! found: <id>` for an unknown `beforeTurnId`, the order of the revert's notifications, the
+//! `summary` view of `turn/completed`, null cursors when resuming a legacy thread, the malformed-id
+//! wording, a busy thread's second `turn/start` answering the running turn and its revert
+//! interrupting it, `thread/tokenUsage/updated` after a rollback (0.155.1); on 0.171.0 the first
+//! turn as `readState.firstUnread` of `thread/read` and `serviceTier: "default"` when resuming a
+//! reverted thread. Left out: the real server keeps no rollout for a thread without turns (its
+//! `thread/resume` answers `no rollout found for thread id <id>`, even in the same process); the
+//! mock resumes such a thread. Inferred rather than read in the sources or seen: the wording of the
+//! planted revert/turn-start busy refusals, the content of the rollback's
+//! `thread/tokenUsage/updated` (the remaining turns' counts, `turnId` the last of them), whether a
+//! running turn's steered input is answered in its reply (the real turns seen were interrupted),
+//! that a revert refused with `turn not found` still interrupts a running turn (the real server
+//! unloads the thread first), the releases between 0.155.1 and 0.171.0 (the 0.171 behaviours are
+//! tied to the releases without rollback), the default page size of `thread/turns/list` (25;
+//! `limit: 0` answers an empty page, and a cursor that is not one `invalid cursor: <cursor>`, as
+//! seen), the content of the cursors, and the exact field sets of threads, turns and items (the
+//! real ones carry more optional fields). A turn runs instantly unless `REWIND_MOCK_CODEX_TURN_MS`
+//! delays its completion (then a rollback during it is refused as busy for real); a turn left
+//! running by a dead process reads `interrupted`.
 
 mod server;
 mod state;

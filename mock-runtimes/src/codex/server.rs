@@ -77,6 +77,13 @@ impl Version {
         !self.has_rollback()
     }
 
+    /// Whether `thread/resume` of a thread that was ever reverted answers `serviceTier:
+    /// "default"` (instead of null): seen on 0.171.0 (a new process or the same one, also after
+    /// later turns) and not on 0.155.1; the mock ties it to the releases without rollback.
+    pub fn reverted_threads_report_service_tier(self) -> bool {
+        !self.has_rollback()
+    }
+
     /// The history mode of a thread this release's users would hold: `legacy` while
     /// `thread/rollback` exists (threads a rollback-based daemon started), `paginated` after.
     pub fn seed_history_mode(self) -> HistoryMode {
@@ -809,7 +816,27 @@ fn unknown_thread(method: &str, thread_id: &str) -> RpcError {
 fn parse_thread_id(thread_id: &str) -> Result<String, RpcError> {
     uuid::Uuid::parse_str(thread_id)
         .map(|id| id.hyphenated().to_string())
-        .map_err(|e| RpcError::invalid(format!("invalid thread id: {e}")))
+        .map_err(|e| RpcError::invalid(format!("invalid thread id: {}", uuid_error(&e))))
+}
+
+/// A UUID parse error worded as the real app-server's `uuid` release words it: a bad
+/// character is "expected an optional prefix of `urn:uuid:` followed by [0-9a-fA-F-], found
+/// `c` at N" with N counted from 1 (seen on 0.155.1 and 0.171.0). Other parse errors keep the
+/// wording of the mock's `uuid` release (not compared with the real one).
+fn uuid_error(error: &uuid::Error) -> String {
+    let text = error.to_string();
+    let parsed = text
+        .strip_prefix("invalid character: found `")
+        .and_then(|rest| rest.rsplit_once("` at "))
+        .and_then(|(found, at)| Some((found, at.parse::<usize>().ok()?)));
+    match parsed {
+        Some((found, at)) => format!(
+            "invalid character: expected an optional prefix of `urn:uuid:` followed by \
+             [0-9a-fA-F-], found `{found}` at {}",
+            at + 1
+        ),
+        None => text,
+    }
 }
 
 fn is_valid_header_value(value: &str) -> bool {
@@ -892,7 +919,29 @@ fn user_item(turn: &TurnRecord) -> Value {
 }
 
 fn agent_item(turn: &TurnRecord, text: &str) -> Value {
-    json!({ "type": "agentMessage", "id": turn.agent_item_id(), "text": text, "phase": null })
+    json!({
+        "type": "agentMessage",
+        "id": turn.agent_item_id(),
+        "text": text,
+        "phase": null,
+        "memoryCitation": null,
+        "questions": null,
+        "delivery": null,
+    })
+}
+
+/// A finished turn as `turn/completed` shows it: the `summary` view, whose items are the
+/// agent's reply only (no user message), as the real server sends it.
+fn turn_summary_json(turn: &TurnRecord) -> Value {
+    let mut shown = turn_json(turn, false, false);
+    let items: Vec<Value> = if turn.output.is_empty() {
+        Vec::new()
+    } else {
+        vec![agent_item(turn, &turn.output)]
+    };
+    shown["items"] = json!(items);
+    shown["itemsView"] = json!("summary");
+    shown
 }
 
 /// A turn as the app-server shows it. A turn left `inProgress` by a process that is gone is
@@ -1076,8 +1125,16 @@ fn thread_resume_inner(
     }
     let thread = thread_json(shared, &session, &state, with_turns, bend.busy);
     let mut response = thread_settings_response(thread, &state.cwd);
-    // The paged view of the newest turns, as `thread/turns/list` would start it.
-    let cursor = state.turns.first().map(|t| turns_cursor(&t.id, true));
+    if state.reverted() && shared.cfg.version.reverted_threads_report_service_tier() {
+        response["serviceTier"] = json!("default");
+    }
+    // The paged view of the newest turns, as `thread/turns/list` would start it; a legacy
+    // thread has no paged history, and both cursors are null (seen on 0.155.1 and 0.171.0).
+    let cursor = state
+        .turns
+        .first()
+        .filter(|_| state.history_mode == HistoryMode::Paginated)
+        .map(|t| turns_cursor(&t.id, true));
     response["initialTurnsPage"] = Value::Null;
     response["turnsBackwardsCursor"] = json!(cursor);
     response["itemsBackwardsCursor"] = json!(cursor);
@@ -1096,7 +1153,7 @@ fn thread_read(shared: &Arc<Shared>, p: &ThreadReadParams, bend: Bend) -> Handle
         }
         let thread = thread_json(shared, &session, &state, p.include_turns, bend.busy);
         Ok(if shared.cfg.version.has_read_state() {
-            json!({ "thread": thread, "readState": read_state(None) })
+            json!({ "thread": thread, "readState": read_state(state.turns.first()) })
         } else {
             json!({ "thread": thread })
         })
@@ -1112,9 +1169,9 @@ fn deprecation(shared: &Shared, summary: &str) {
     );
 }
 
-/// A read state: `thread/readState/changed` names the thread's first turn as the first unread
-/// one (no client marks anything read), `thread/read` answers `firstUnread: null`, as seen on
-/// the real 0.171.
+/// A read state: no client marks anything read, so the thread's first turn is the first unread
+/// one (`null` without turns), in `thread/readState/changed` and in `thread/read` alike, as seen
+/// on the real 0.171.0.
 fn read_state(first_unread: Option<&TurnRecord>) -> Value {
     json!({
         "firstUnread": first_unread.map(|t| json!({ "type": "turn", "turnId": t.id })),
@@ -1231,22 +1288,65 @@ fn thread_rollback(
         state.updated_at = unix_now();
         save(shared, &state)?;
     }
+    // The real server recounts the thread's token usage after a rollback and notifies it
+    // before it answers (seen on 0.155.1).
+    shared.notify("thread/tokenUsage/updated", rollback_token_usage(&state));
     Ok(json!({ "thread": thread_json(shared, &session, &state, true, false) }))
+}
+
+/// A turn's (mock) token counts: a token per word, plus one, on each side.
+fn turn_tokens(input: &str, reply: &str) -> (u64, u64) {
+    let words = |s: &str| s.split_whitespace().count() as u64;
+    (words(input) + 1, words(reply) + 1)
+}
+
+/// A `tokenUsage` breakdown of these counts.
+fn token_breakdown(input_tokens: u64, output_tokens: u64) -> Value {
+    json!({
+        "totalTokens": input_tokens + output_tokens,
+        "inputTokens": input_tokens,
+        "cachedInputTokens": 0,
+        "outputTokens": output_tokens,
+        "reasoningOutputTokens": 0,
+    })
+}
+
+/// The `thread/tokenUsage/updated` params after a rollback: the total of the turns left, the
+/// last of them as `last` and `turnId` (what the real server puts there is not known).
+fn rollback_token_usage(state: &ThreadState) -> Value {
+    let (input, output) = state.turns.iter().fold((0, 0), |(i, o), t| {
+        let (ti, to) = turn_tokens(&t.input, &t.output);
+        (i + ti, o + to)
+    });
+    let last = state
+        .turns
+        .last()
+        .map(|t| turn_tokens(&t.input, &t.output))
+        .unwrap_or((0, 0));
+    json!({
+        "threadId": state.thread_id,
+        "turnId": state.turns.last().map(|t| t.id.clone()),
+        "tokenUsage": {
+            "total": token_breakdown(input, output),
+            "last": token_breakdown(last.0, last.1),
+            "modelContextWindow": null,
+        },
+    })
 }
 
 fn thread_revert(shared: &Arc<Shared>, p: &ThreadRevertParams, bend: Bend) -> Handled {
     let result = (|| {
-        let session = shared.session();
+        let mut session = shared.session();
         let mut state = loaded_thread(shared, &session, &p.thread_id)?;
         if state.history_mode != HistoryMode::Paginated {
             return Err(RpcError::invalid(
                 "thread/revert only supports paginated threads",
             ));
         }
-        if session.active.contains_key(&state.thread_id) {
-            return Err(RpcError::invalid(
-                "Cannot revert while a turn is in progress.",
-            ));
+        // A turn still running is not a refusal: the real server interrupts it (`turn/completed`
+        // with status `interrupted`) and reverts (seen on 0.155.1 and 0.171.0).
+        if !bend.no_effect {
+            interrupt_running_turn(shared, &mut session, &mut state)?;
         }
         // The real server unloads the thread and loads the reverted one before it answers
         // (also when the turn is then not found).
@@ -1294,15 +1394,41 @@ fn thread_revert(shared: &Arc<Shared>, p: &ThreadRevertParams, bend: Bend) -> Ha
     }
 }
 
+/// Interrupts the turn running in `state`'s thread, if any: persisted `interrupted`, and
+/// `turn/completed` notified with that status. Its pending completion then does nothing.
+fn interrupt_running_turn(
+    shared: &Shared,
+    session: &mut Session,
+    state: &mut ThreadState,
+) -> Result<(), RpcError> {
+    let Some(running) = session.active.remove(&state.thread_id) else {
+        return Ok(());
+    };
+    let Some(turn) = state.turns.iter_mut().find(|t| t.id == running) else {
+        return Ok(());
+    };
+    turn.status = TurnStatus::Interrupted;
+    turn.completed_at = Some(unix_now());
+    let shown = turn_summary_json(turn);
+    state.history.push(HistoryEvent::TurnCompleted {
+        turn_id: running,
+        status: TurnStatus::Interrupted,
+        at: now_rfc3339(),
+    });
+    state.updated_at = unix_now();
+    save(shared, state)?;
+    shared.notify(
+        "turn/completed",
+        json!({ "threadId": state.thread_id, "turn": shown }),
+    );
+    Ok(())
+}
+
 fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend, call: &mut Call) -> Handled {
     let result = (|| {
         let mut session = shared.session();
         let mut state = loaded_thread(shared, &session, &p.thread_id)?;
-        if let Some(running) = session.active.get(&state.thread_id) {
-            return Err(RpcError::invalid(format!(
-                "thread already has an active turn: {running}"
-            )));
-        }
+        let running = session.active.get(&state.thread_id).cloned();
         let input = p
             .input
             .iter()
@@ -1324,6 +1450,31 @@ fn turn_start(shared: &Arc<Shared>, p: TurnStartParams, bend: Bend, call: &mut C
             let answer =
                 ask_blocking(url, &request).map_err(|e| RpcError::internal(e.to_string()))?;
             call.entry.witness = Some(answer.witness);
+        }
+        // A turn already runs (on this connection): the real server takes the input into it
+        // and answers that turn, still `inProgress` (seen on 0.155.1 and 0.171.0). The mock
+        // adds the text to the running turn's input, which its reply then answers too.
+        if let Some(running) = running {
+            let Some(index) = state.turns.iter().position(|t| t.id == running) else {
+                return Err(RpcError::internal(format!(
+                    "the running turn {running} is not in the thread"
+                )));
+            };
+            call.entry.detail = Some(format!("input taken into the running turn {running}"));
+            if !bend.no_effect {
+                let turn = &mut state.turns[index];
+                if !input.is_empty() {
+                    if !turn.input.is_empty() {
+                        turn.input.push('\n');
+                    }
+                    turn.input.push_str(&input);
+                }
+                state.updated_at = unix_now();
+                save(shared, &state)?;
+            }
+            let mut shown = turn_json(&state.turns[index], true, false);
+            shown["startedAt"] = Value::Null;
+            return Ok((json!({ "turn": shown }), None));
         }
         let turn = TurnRecord {
             id: uuid::Uuid::now_v7().hyphenated().to_string(),
@@ -1406,11 +1557,28 @@ fn start_turn(shared: &Arc<Shared>, pending: PendingTurn) {
     }
 }
 
+/// Ends a turn: the agent's reply, the turn persisted `completed`, then the closing
+/// notifications. Nothing at all when the turn is no longer running (a revert interrupted it
+/// meanwhile). The session stays locked throughout, so no request slips in between.
 fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
-    let PendingTurn {
-        thread_id,
-        mut turn,
-    } = pending;
+    let PendingTurn { thread_id, turn } = pending;
+    let mut session = shared.session();
+    if session.active.get(&thread_id) != Some(&turn.id) {
+        return;
+    }
+    let mut state = match read_thread(&shared.cfg.home, &thread_id) {
+        Ok(state) => state,
+        Err(e) => {
+            eprintln!("mock codex app-server: cannot read thread {thread_id}: {e}");
+            None
+        }
+    };
+    // The stored turn holds any input taken into it while it ran.
+    let mut turn = state
+        .as_ref()
+        .and_then(|s| s.turns.iter().find(|t| t.id == turn.id))
+        .cloned()
+        .unwrap_or(turn);
     let reply = crate::reply_to(&turn.input);
     // An empty reply: the turn completes without an agent message item.
     if !reply.is_empty() {
@@ -1453,40 +1621,26 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
     turn.output = reply.clone();
     turn.status = TurnStatus::Completed;
     turn.completed_at = Some(unix_now());
-    {
-        let mut session = shared.session();
-        match read_thread(&shared.cfg.home, &thread_id) {
-            Ok(Some(mut state)) => {
-                if let Some(stored) = state.turns.iter_mut().find(|t| t.id == turn.id) {
-                    *stored = turn.clone();
-                }
-                state.history.push(HistoryEvent::TurnCompleted {
-                    turn_id: turn.id.clone(),
-                    status: TurnStatus::Completed,
-                    at: now_rfc3339(),
-                });
-                state.updated_at = unix_now();
-                if let Err(e) = save_thread(&shared.cfg.home, &state) {
-                    eprintln!(
-                        "mock codex app-server: cannot persist turn {}: {e}",
-                        turn.id
-                    );
-                }
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("mock codex app-server: cannot read thread {thread_id}: {e}"),
+    if let Some(state) = state.as_mut() {
+        if let Some(stored) = state.turns.iter_mut().find(|t| t.id == turn.id) {
+            *stored = turn.clone();
         }
-        session.active.remove(&thread_id);
+        state.history.push(HistoryEvent::TurnCompleted {
+            turn_id: turn.id.clone(),
+            status: TurnStatus::Completed,
+            at: now_rfc3339(),
+        });
+        state.updated_at = unix_now();
+        if let Err(e) = save_thread(&shared.cfg.home, state) {
+            eprintln!(
+                "mock codex app-server: cannot persist turn {}: {e}",
+                turn.id
+            );
+        }
     }
-    let words = |s: &str| s.split_whitespace().count() as u64;
-    let (input_tokens, output_tokens) = (words(&turn.input) + 1, words(&reply) + 1);
-    let usage = json!({
-        "totalTokens": input_tokens + output_tokens,
-        "inputTokens": input_tokens,
-        "cachedInputTokens": 0,
-        "outputTokens": output_tokens,
-        "reasoningOutputTokens": 0,
-    });
+    session.active.remove(&thread_id);
+    let (input_tokens, output_tokens) = turn_tokens(&turn.input, &reply);
+    let usage = token_breakdown(input_tokens, output_tokens);
     shared.notify(
         "thread/tokenUsage/updated",
         json!({
@@ -1500,13 +1654,10 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
         json!({ "rateLimits": rate_limits() }),
     );
     if shared.cfg.version.has_read_state() {
-        let read_state = match read_thread(&shared.cfg.home, &thread_id) {
-            Ok(Some(state)) => read_state(state.turns.first()),
-            _ => read_state(None),
-        };
+        let first = state.as_ref().and_then(|s| s.turns.first());
         shared.notify(
             "thread/readState/changed",
-            json!({ "threadId": thread_id, "readState": read_state }),
+            json!({ "threadId": thread_id, "readState": read_state(first) }),
         );
     }
     shared.notify(
@@ -1515,7 +1666,7 @@ fn finish_turn(shared: &Arc<Shared>, pending: PendingTurn) {
     );
     shared.notify(
         "turn/completed",
-        json!({ "threadId": thread_id, "turn": turn_json(&turn, false, false) }),
+        json!({ "threadId": thread_id, "turn": turn_summary_json(&turn) }),
     );
 }
 
