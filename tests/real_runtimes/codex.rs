@@ -1,0 +1,688 @@
+//! Codex app-server: the mock and the real app-server (0.155.1 and 0.171.0) driven through the
+//! same JSON-RPC calls, every call the reference makes plus the ones its restore strategies
+//! depend on, and their answers compared.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::compare::{Comparison, Normaliser};
+use crate::fake_models::{Api, FakeModel};
+use crate::install::{self, Release};
+use crate::{isolated_env, tempdir};
+
+/// How long one app-server call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a slow turn takes (the busy cases).
+const SLOW: Duration = Duration::from_secs(3);
+
+/// The notifications the mock imitates; the real server sends others too (listed, not compared).
+const IMITATED: &[&str] = &[
+    "thread/started",
+    "thread/status/changed",
+    "turn/started",
+    "item/started",
+    "item/completed",
+    "item/agentMessage/delta",
+    "thread/tokenUsage/updated",
+    "turn/completed",
+    "deprecationNotice",
+    "thread/reverted",
+];
+
+/// Where one side's app-servers run: program, homes and environment.
+pub struct CodexEnv {
+    pub program: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub root: tempfile::TempDir,
+    /// The fake model (real side only), kept alive.
+    pub model: Option<FakeModel>,
+}
+
+impl CodexEnv {
+    /// The real `release` against a fresh fake Responses API.
+    pub async fn real(release: Release) -> CodexEnv {
+        let program = release.program();
+        let model = FakeModel::start(Api::Responses).await;
+        let root = tempdir("real-codex");
+        let home = root.path().join("codex-home");
+        std::fs::create_dir_all(&home).expect("codex home");
+        std::fs::write(home.join("config.toml"), codex_config(&model.base_v1()))
+            .expect("config.toml");
+        let env = isolated_env(root.path(), &[("CODEX_HOME", &home)]);
+        let cwd = root.path().join("work");
+        std::fs::create_dir_all(&cwd).expect("work dir");
+        CodexEnv {
+            program,
+            env,
+            cwd,
+            root,
+            model: Some(model),
+        }
+    }
+
+    /// The mock imitating `version`.
+    pub fn mock(version: &str) -> CodexEnv {
+        let root = tempdir("mock-codex");
+        let home = root.path().join("codex-home");
+        std::fs::create_dir_all(&home).expect("codex home");
+        let mut env = isolated_env(root.path(), &[("CODEX_HOME", &home)]);
+        env.push(("REWIND_MOCK_CODEX_VERSION".into(), version.into()));
+        let cwd = root.path().join("work");
+        std::fs::create_dir_all(&cwd).expect("work dir");
+        CodexEnv {
+            program: crate::mock_program("codex"),
+            env,
+            cwd,
+            root,
+            model: None,
+        }
+    }
+
+    /// A new app-server process.
+    pub async fn spawn(&self) -> AppServer {
+        AppServer::spawn(&self.program, &self.env, &self.cwd).await
+    }
+
+    /// A new app-server process whose turns take [`SLOW`]: the fake model answers late (real),
+    /// or `REWIND_MOCK_CODEX_TURN_MS` delays the turn's completion (mock).
+    pub async fn spawn_slow(&self) -> AppServer {
+        let mut env = self.env.clone();
+        match &self.model {
+            Some(model) => model.set_delay(SLOW),
+            None => env.push((
+                "REWIND_MOCK_CODEX_TURN_MS".into(),
+                SLOW.as_millis().to_string(),
+            )),
+        }
+        AppServer::spawn(&self.program, &env, &self.cwd).await
+    }
+
+    /// The settings the reference takes.
+    pub fn settings(&self) -> rewind_reference::runtimes::CodexSettings {
+        rewind_reference::runtimes::CodexSettings {
+            program: self.program.clone(),
+            args: vec!["app-server".into()],
+            env: self.env.clone(),
+        }
+    }
+
+    pub fn normaliser(&self) -> Normaliser {
+        Normaliser::new(&[(self.root.path(), "<tmp>")])
+    }
+}
+
+fn codex_config(base_url: &str) -> String {
+    format!(
+        r#"model = "fake-model"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "fake"
+base_url = "{base_url}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[features]
+plugins = false
+"#
+    )
+}
+
+/// A running `codex app-server` (real or mock) and a line-based JSON-RPC client for it.
+pub struct AppServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Notifications received so far and not yet taken.
+    notes: Vec<Value>,
+}
+
+impl AppServer {
+    async fn spawn(program: &Path, env: &[(String, String)], cwd: &Path) -> AppServer {
+        let mut child = Command::new(program)
+            .arg("app-server")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        AppServer {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next_id: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    async fn write(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let mut line = message.to_string();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    async fn next_message(&mut self) -> Value {
+        loop {
+            let line = tokio::time::timeout(CALL_TIMEOUT, self.lines.next_line())
+                .await
+                .expect("the app-server did not answer in time")
+                .expect("reading the app-server")
+                .expect("the app-server closed stdout");
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                return v;
+            }
+        }
+    }
+
+    /// Sends a request; `Ok(result)` or `Err(error)`. Notifications are kept.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.write(&json!({"id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let message = self.next_message().await;
+            match (message.get("id"), message.get("method")) {
+                (Some(answer), None) if answer == &json!(id) => {
+                    return match message.get("error") {
+                        Some(error) => Err(error.clone()),
+                        None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+                    };
+                }
+                (Some(request_id), Some(_)) => {
+                    // A server-to-client request (an approval): refused.
+                    let refusal = json!({"id": request_id, "error": {"code": -32601, "message": "not supported"}});
+                    self.write(&refusal).await;
+                }
+                (None, Some(_)) => self.notes.push(message),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&mut self, method: &str) {
+        self.write(&json!({"method": method})).await;
+    }
+
+    /// Reads notifications until one named `method` arrives (kept with the others).
+    pub async fn wait_for(&mut self, method: &str) -> Value {
+        self.wait_until(|n| n["method"] == method).await
+    }
+
+    /// Reads notifications until one matching `wanted` arrives (kept with the others).
+    pub async fn wait_until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(n) = self.notes.iter().find(|n| wanted(n)) {
+            return n.clone();
+        }
+        loop {
+            let message = self.next_message().await;
+            if let (Some(request_id), Some(_)) = (message.get("id"), message.get("method")) {
+                let refusal = json!({"id": request_id, "error": {"code": -32601, "message": "not supported"}});
+                self.write(&refusal).await;
+                continue;
+            }
+            if message.get("method").is_some() {
+                self.notes.push(message.clone());
+                if wanted(&message) {
+                    return message;
+                }
+            }
+        }
+    }
+
+    /// Reads notifications (kept) for `period`.
+    pub async fn drain(&mut self, period: Duration) {
+        let until = tokio::time::Instant::now() + period;
+        while let Ok(Ok(Some(line))) = tokio::time::timeout_at(until, self.lines.next_line()).await
+        {
+            if let Ok(message) = serde_json::from_str::<Value>(&line) {
+                if message.get("id").is_none() && message.get("method").is_some() {
+                    self.notes.push(message);
+                }
+            }
+        }
+    }
+
+    /// Takes the notifications received so far.
+    pub fn take_notes(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// `initialize` (experimental API on) + `initialized`.
+    pub async fn handshake(&mut self) -> Result<Value, Value> {
+        let answer = self
+            .request(
+                "initialize",
+                json!({"clientInfo": {"name": "rewind-conformance", "version": "0.1.0"},
+                       "capabilities": {"experimentalApi": true}}),
+            )
+            .await;
+        self.notify("initialized").await;
+        answer
+    }
+
+    /// Closes stdin and waits for the exit (killed after 5 s).
+    pub async fn shutdown(mut self) {
+        self.stdin.take();
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// Runs a turn to its end: the `turn/start` answer, then `turn/completed`.
+async fn turn(server: &mut AppServer, thread: &str, text: &str) -> (Result<Value, Value>, Value) {
+    let started = server
+        .request(
+            "turn/start",
+            json!({"threadId": thread, "input": [{"type": "text", "text": text, "text_elements": []}]}),
+        )
+        .await;
+    let Some(id) = started
+        .as_ref()
+        .ok()
+        .and_then(|r| r.pointer("/turn/id"))
+        .cloned()
+    else {
+        return (started, Value::Null);
+    };
+    let done = server
+        .wait_until(|n| {
+            n["method"] == "turn/completed" && n.pointer("/params/turn/id") == Some(&id)
+        })
+        .await;
+    (started, done)
+}
+
+/// What one side answered, step by step.
+#[derive(Default)]
+struct Transcript {
+    steps: Vec<(String, Value)>,
+}
+
+impl Transcript {
+    fn answer(&mut self, label: &str, answer: &Result<Value, Value>) {
+        let v = match answer {
+            Ok(result) => json!({ "result": result }),
+            Err(error) => json!({ "error": trim_error(error) }),
+        };
+        self.steps.push((label.to_owned(), v));
+    }
+
+    fn value(&mut self, label: &str, v: &Value) {
+        self.steps.push((label.to_owned(), v.clone()));
+    }
+
+    /// The imitated notifications' names in order (deltas collapsed), and the others' names.
+    fn notes(&mut self, label: &str, notes: Vec<Value>) {
+        let mut imitated: Vec<String> = Vec::new();
+        let mut params = Vec::new();
+        for n in &notes {
+            let method = n["method"].as_str().unwrap_or_default().to_owned();
+            if !IMITATED.contains(&method.as_str()) {
+                eprintln!("codex {label}: the mock does not imitate notification {method}");
+                continue;
+            }
+            if method == "item/agentMessage/delta"
+                && imitated.last().map(String::as_str) == Some("item/agentMessage/delta")
+            {
+                continue;
+            }
+            if matches!(
+                method.as_str(),
+                "thread/reverted" | "turn/completed" | "deprecationNotice"
+            ) {
+                params.push(json!({"method": method, "params": n["params"].clone()}));
+            }
+            imitated.push(method);
+        }
+        let v = json!({ "methods": imitated, "params": params });
+        self.steps.push((label.to_owned(), v));
+    }
+}
+
+/// An error with the "expected one of ..." list of method names cut (the mock names only the
+/// methods it serves).
+fn trim_error(error: &Value) -> Value {
+    let mut e = error.clone();
+    if let Some(message) = e.get("message").and_then(Value::as_str) {
+        if let Some(at) = message.find(", expected one of") {
+            e["message"] = Value::String(format!("{}, expected one of <methods>", &message[..at]));
+        }
+    }
+    e
+}
+
+fn thread_id(answer: &Result<Value, Value>) -> String {
+    answer
+        .as_ref()
+        .ok()
+        .and_then(|r| r.pointer("/thread/id"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no thread id in {answer:?}"))
+        .to_owned()
+}
+
+fn turn_id(done: &Value) -> String {
+    done.pointer("/params/turn/id")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no turn id in {done}"))
+        .to_owned()
+}
+
+/// The whole call sequence on one side: the handshake, a paginated and a legacy-history thread
+/// with two turns each, read/resume/turns list, rollback and revert, unknown and malformed
+/// thread ids, a second app-server process while the first holds the threads, a new process
+/// after it exited, and a busy thread (slow turns) on the holder's own connection.
+async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
+    let mut t = Transcript::default();
+    let mut a = env.spawn().await;
+
+    // Before and during the handshake.
+    let early = a.request("thread/start", json!({})).await;
+    t.answer("thread/start before initialize", &early);
+    let init = a.handshake().await;
+    t.answer("initialize", &init);
+    let again = a
+        .request(
+            "initialize",
+            json!({"clientInfo": {"name": "x", "version": "1"}}),
+        )
+        .await;
+    t.answer("second initialize", &again);
+    a.take_notes();
+
+    // A default (paginated) thread with two turns.
+    let started = a.request("thread/start", json!({})).await;
+    t.answer("thread/start (paginated)", &started);
+    let paged = thread_id(&started);
+    let notes = a.take_notes();
+    t.notes("thread/start notifications", notes);
+    let (ok, done1) = turn(&mut a, &paged, "first question").await;
+    t.answer("turn/start 1", &ok);
+    let notes = a.take_notes();
+    t.notes("turn 1 notifications", notes);
+    let (ok, done2) = turn(&mut a, &paged, "second question").await;
+    t.answer("turn/start 2", &ok);
+    a.take_notes();
+    t.value("turn/completed 2", &done2);
+    let read = a
+        .request(
+            "thread/read",
+            json!({"threadId": paged, "includeTurns": true}),
+        )
+        .await;
+    t.answer("thread/read (2 turns)", &read);
+    let resumed = a.request("thread/resume", json!({"threadId": paged})).await;
+    t.answer("thread/resume (loaded here)", &resumed);
+    a.take_notes();
+    let listed = a
+        .request("thread/turns/list", json!({"threadId": paged}))
+        .await;
+    t.answer("thread/turns/list", &listed);
+    let rollback = a
+        .request("thread/rollback", json!({"threadId": paged, "numTurns": 1}))
+        .await;
+    t.answer("thread/rollback on a paginated thread", &rollback);
+    a.take_notes();
+    let bad_turn = a
+        .request(
+            "thread/revert",
+            json!({"threadId": paged, "beforeTurnId": "turn-that-does-not-exist"}),
+        )
+        .await;
+    t.answer("thread/revert unknown turn", &bad_turn);
+    a.take_notes();
+    let revert = a
+        .request(
+            "thread/revert",
+            json!({"threadId": paged, "beforeTurnId": turn_id(&done2)}),
+        )
+        .await;
+    t.answer("thread/revert before turn 2", &revert);
+    // The notification may follow the answer.
+    if revert.is_ok() {
+        a.wait_for("thread/reverted").await;
+    }
+    let notes = a.take_notes();
+    t.notes("thread/revert notifications", notes);
+    let read = a
+        .request(
+            "thread/read",
+            json!({"threadId": paged, "includeTurns": true}),
+        )
+        .await;
+    t.answer("thread/read after revert", &read);
+    a.take_notes();
+
+    // A legacy-history thread: the reference's delivery thread, and rollback's.
+    let legacy = a
+        .request("thread/start", json!({"historyMode": "legacy"}))
+        .await;
+    t.answer("thread/start (legacy)", &legacy);
+    let legacy = thread_id(&legacy);
+    let (one, _) = turn(&mut a, &legacy, "one").await;
+    one.expect("turn one of the legacy thread");
+    let (_, done_b) = turn(&mut a, &legacy, "two").await;
+    a.take_notes();
+    let zero = a
+        .request(
+            "thread/rollback",
+            json!({"threadId": legacy, "numTurns": 0}),
+        )
+        .await;
+    t.answer("thread/rollback numTurns 0", &zero);
+    let rolled = a
+        .request(
+            "thread/rollback",
+            json!({"threadId": legacy, "numTurns": 1}),
+        )
+        .await;
+    t.answer("thread/rollback 1 (legacy)", &rolled);
+    let notes = a.take_notes();
+    t.notes("thread/rollback notifications", notes);
+    let read = a
+        .request(
+            "thread/read",
+            json!({"threadId": legacy, "includeTurns": true}),
+        )
+        .await;
+    t.answer("thread/read legacy after rollback", &read);
+    let revert_legacy = a
+        .request(
+            "thread/revert",
+            json!({"threadId": legacy, "beforeTurnId": turn_id(&done_b)}),
+        )
+        .await;
+    t.answer("thread/revert on a legacy thread", &revert_legacy);
+    a.take_notes();
+
+    // Unknown and malformed threads.
+    let unknown = uuid::Uuid::new_v4().to_string();
+    for (method, params) in [
+        ("thread/resume", json!({"threadId": unknown})),
+        (
+            "thread/read",
+            json!({"threadId": unknown, "includeTurns": true}),
+        ),
+        (
+            "thread/rollback",
+            json!({"threadId": unknown, "numTurns": 1}),
+        ),
+        (
+            "thread/revert",
+            json!({"threadId": unknown, "beforeTurnId": "t"}),
+        ),
+        (
+            "turn/start",
+            json!({"threadId": unknown, "input": [{"type": "text", "text": "x", "text_elements": []}]}),
+        ),
+        (
+            "thread/read",
+            json!({"threadId": "not-a-uuid", "includeTurns": true}),
+        ),
+    ] {
+        let answer = a.request(method, params.clone()).await;
+        let label = if params["threadId"] == "not-a-uuid" {
+            format!("{method} malformed thread id")
+        } else {
+            format!("{method} unknown thread")
+        };
+        t.answer(&label, &answer);
+        a.take_notes();
+    }
+
+    // A second writer: another app-server process while `a` holds both threads.
+    let mut b = env.spawn().await;
+    b.handshake().await.expect("initialize b");
+    let second = b
+        .request("thread/resume", json!({"threadId": legacy}))
+        .await;
+    t.answer("second process thread/resume (held)", &second);
+    let second = b
+        .request(
+            "thread/rollback",
+            json!({"threadId": legacy, "numTurns": 1}),
+        )
+        .await;
+    t.answer("second process thread/rollback (held)", &second);
+    let second = b
+        .request(
+            "thread/revert",
+            json!({"threadId": paged, "beforeTurnId": turn_id(&done1)}),
+        )
+        .await;
+    t.answer("second process thread/revert (held)", &second);
+    b.shutdown().await;
+    a.shutdown().await;
+
+    // After the holder exited, a new process resumes what it wrote.
+    let mut c = env.spawn().await;
+    c.handshake().await.expect("initialize c");
+    let resumed = c
+        .request("thread/resume", json!({"threadId": legacy}))
+        .await;
+    t.answer("new process thread/resume legacy", &resumed);
+    let resumed = c.request("thread/resume", json!({"threadId": paged})).await;
+    t.answer("new process thread/resume paginated", &resumed);
+    c.shutdown().await;
+
+    // Busy: a turn still running on the holder's own connection.
+    let mut d = env.spawn_slow().await;
+    d.handshake().await.expect("initialize d");
+    d.request("thread/resume", json!({"threadId": legacy}))
+        .await
+        .expect("resume legacy");
+    d.request("thread/resume", json!({"threadId": paged}))
+        .await
+        .expect("resume paginated");
+    let slow = d
+        .request(
+            "turn/start",
+            json!({"threadId": legacy, "input": [{"type": "text", "text": "slow one", "text_elements": []}]}),
+        )
+        .await;
+    t.answer("turn/start (slow, legacy)", &slow);
+    let busy = d
+        .request(
+            "thread/rollback",
+            json!({"threadId": legacy, "numTurns": 1}),
+        )
+        .await;
+    t.answer("thread/rollback while a turn runs", &busy);
+    let slow_paged = d
+        .request(
+            "turn/start",
+            json!({"threadId": paged, "input": [{"type": "text", "text": "slow two", "text_elements": []}]}),
+        )
+        .await;
+    t.answer("turn/start (slow, paginated)", &slow_paged);
+    let second_turn = d
+        .request(
+            "turn/start",
+            json!({"threadId": paged, "input": [{"type": "text", "text": "meanwhile", "text_elements": []}]}),
+        )
+        .await;
+    t.answer("turn/start while a turn runs", &second_turn);
+    let busy = d
+        .request(
+            "thread/revert",
+            json!({"threadId": paged, "beforeTurnId": turn_id(&done1)}),
+        )
+        .await;
+    t.answer("thread/revert while a turn runs", &busy);
+    d.wait_until(|n| {
+        n["method"] == "turn/completed" && n.pointer("/params/threadId") == Some(&json!(legacy))
+    })
+    .await;
+    // How the paginated thread's turns ended (the revert and the second turn/start above).
+    d.drain(SLOW + Duration::from_secs(2)).await;
+    let ends: Vec<Value> = d
+        .take_notes()
+        .into_iter()
+        .filter(|n| {
+            n["method"] == "turn/completed" && n.pointer("/params/threadId") == Some(&json!(paged))
+        })
+        .map(|n| json!({"turn": n.pointer("/params/turn/id"), "status": n.pointer("/params/turn/status")}))
+        .collect();
+    t.value(
+        "turn/completed of the paginated thread's busy turns",
+        &json!(ends),
+    );
+    let read = d
+        .request(
+            "thread/read",
+            json!({"threadId": paged, "includeTurns": true}),
+        )
+        .await;
+    t.answer("thread/read paginated after the busy turns", &read);
+    if let Some(model) = &env.model {
+        model.set_delay(Duration::ZERO);
+    }
+    d.shutdown().await;
+    t.steps
+}
+
+async fn differential(release: Release) {
+    let real = CodexEnv::real(release).await;
+    let mock = CodexEnv::mock(release.version);
+    let real_steps = sequence(&real).await;
+    let mock_steps = sequence(&mock).await;
+    let mut cmp = Comparison::new(mock.normaliser(), real.normaliser());
+    cmp.steps(mock_steps, real_steps);
+    cmp.assert_same(&format!("codex {}", release.version));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_0155_mock_matches_real() {
+    differential(install::CODEX_0155).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_0171_mock_matches_real() {
+    differential(install::CODEX_0171).await;
+}
