@@ -19,6 +19,10 @@
 //! # within the run (one code per error, distinct errors distinct codes).
 //! errorCodes:
 //!   err.other-human-message: OTHER_HUMAN
+//! # Optional: the Codex release the Codex mock imitates (default: the current one the mock
+//! # knows, 0.171.0). An implementation that restores only with `thread/rollback` declares a
+//! # release that still has it, 0.155.1; scenarios that name a release keep theirs.
+//! codexRelease: 0.155.1
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +53,9 @@ pub struct CapabilityProfile {
     pub surfaces: BTreeSet<String>,
     /// Declared refusal codes: catalog error rule id (`err.*`) to the implementation's code.
     pub error_codes: BTreeMap<String, String>,
+    /// The Codex release the Codex mock imitates in every scenario that names none (`None`: the
+    /// mock's default, the current release).
+    pub codex_release: Option<String>,
     /// Where the declaration came from, for reports.
     pub source: ProfileSource,
 }
@@ -82,6 +89,8 @@ struct ProfileDoc {
     surfaces: Vec<Spanned<String>>,
     #[serde(default)]
     error_codes: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    codex_release: Option<Spanned<String>>,
 }
 
 impl CapabilityProfile {
@@ -108,6 +117,7 @@ impl CapabilityProfile {
             runtimes: pick(&RUNTIMES),
             surfaces: pick(&SURFACES),
             error_codes: BTreeMap::new(),
+            codex_release: None,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -118,6 +128,7 @@ impl CapabilityProfile {
             runtimes: RUNTIMES.iter().map(|r| (*r).to_owned()).collect(),
             surfaces: SURFACES.iter().map(|s| (*s).to_owned()).collect(),
             error_codes: BTreeMap::new(),
+            codex_release: None,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -169,10 +180,20 @@ impl CapabilityProfile {
             }
             error_codes.insert(rule, code.value);
         }
+        let codex_release = match doc.codex_release {
+            None => None,
+            Some(release) => {
+                rewind_mock_runtimes::codex::Version::parse(release.value.trim()).map_err(|e| {
+                    ProfileError::at(path, release.referenced, format!("codexRelease: {e}"))
+                })?;
+                Some(release.value.trim().to_owned())
+            }
+        };
         Ok(CapabilityProfile {
             runtimes: names(doc.runtimes, &RUNTIMES, "runtime")?,
             surfaces: names(doc.surfaces, &SURFACES, "surface")?,
             error_codes,
+            codex_release,
             source: ProfileSource::File(path.to_path_buf()),
         })
     }
@@ -201,8 +222,13 @@ impl CapabilityProfile {
                 set.iter().cloned().collect::<Vec<_>>().join(", ")
             }
         };
+        let release = self
+            .codex_release
+            .as_ref()
+            .map(|r| format!("; codex release {r}"))
+            .unwrap_or_default();
         format!(
-            "runtimes {}; surfaces {} (from {})",
+            "runtimes {}; surfaces {}{release} (from {})",
             list(&self.runtimes),
             list(&self.surfaces),
             self.source
@@ -216,6 +242,29 @@ mod tests {
 
     fn parse(text: &str) -> Result<CapabilityProfile, ProfileError> {
         CapabilityProfile::parse(Path::new("profile.yaml"), text)
+    }
+
+    #[test]
+    fn a_profile_may_name_the_codex_release_and_a_bad_one_is_located() {
+        let p = parse("runtimes: [codex]\nsurfaces: []\ncodexRelease: 0.155.1\n").expect("valid");
+        assert_eq!(p.codex_release.as_deref(), Some("0.155.1"));
+        assert!(
+            p.describe().contains("codex release 0.155.1"),
+            "{}",
+            p.describe()
+        );
+        assert_eq!(
+            parse("runtimes: []\nsurfaces: []\n").unwrap().codex_release,
+            None
+        );
+        let err = parse("runtimes: [codex]\nsurfaces: []\ncodexRelease: latest\n")
+            .expect_err("not a version")
+            .to_string();
+        assert!(err.contains("profile.yaml:3:"), "{err}");
+        assert!(
+            err.contains("codexRelease: `latest` is not a Codex version"),
+            "{err}"
+        );
     }
 
     #[test]

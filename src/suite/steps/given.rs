@@ -41,9 +41,15 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     if let Ok(mut times) = ctx.isolation_times.lock() {
         times.push((db.clone_time, started.elapsed()));
     }
-    let mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
+    let mut mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
         .await
         .with_context(|| format!("starting the mock runtimes of fixture `{name}`"))?;
+    if let Some(release) = &ctx.applicability.profile().codex_release {
+        // The release the implementation declared; a scenario that names one switches again.
+        mocks
+            .use_codex_version(release)
+            .with_context(|| format!("making the codex mock imitate release {release}"))?;
+    }
     let request = ctx.attach_request(&db, mocks.endpoints());
     let violations = crate::suite::world::Violations::default();
     // The mocks belong to the world from here on, so that a failed attach still stops them.
