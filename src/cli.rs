@@ -207,6 +207,10 @@ struct RunArgs {
     /// Write the runtime restore fault matrix (runtime x fault kind) here, as Markdown.
     #[arg(long, value_name = "FILE")]
     fault_matrix: Option<PathBuf>,
+    /// Write the runtime compatibility matrix (runtime x release x strategy step: what each
+    /// runtime answered the implementation) here, as Markdown.
+    #[arg(long, value_name = "FILE")]
+    compat_matrix: Option<PathBuf>,
     /// Stop at the first failing scenario.
     #[arg(long)]
     fail_fast: bool,
@@ -490,6 +494,19 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     if let Some(path) = &args.fault_matrix {
         write_fault_matrix(path, &stats.faults)?;
     }
+    if let Some(path) = &args.compat_matrix {
+        write_markdown(
+            path,
+            "runtime compatibility matrix",
+            &format!(
+                "# Runtime compatibility\n\n\
+                 What each runtime release the mocks imitated answered the implementation at each \
+                 step of its recovery strategy (`works (n)` calls, or `refused (n): <the runtime's \
+                 error>`; planted faults left out; `-`: no such call).\n\n{}",
+                stats.compat.markdown()
+            ),
+        )?;
+    }
     if let Some(path) = &args.json {
         crate::results::write(path, &stats.sut, &report, stats.compat.rows())?;
     }
@@ -504,17 +521,21 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 }
 
 fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
-    }
     let text = format!(
         "# Runtime restore fault matrix\n\n\
          Each cell: whether every scenario that planted this fault in this runtime's restore \
          passed (`-`: no scenario ran).\n\n{}",
         matrix.markdown()
     );
-    std::fs::write(path, text)
-        .with_context(|| format!("writing the fault matrix `{}`", path.display()))
+    write_markdown(path, "fault matrix", &text)
+}
+
+/// Writes a Markdown report, making its directory.
+fn write_markdown(path: &std::path::Path, what: &str, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing the {what} `{}`", path.display()))
 }
 
 struct RunStats {
@@ -740,6 +761,9 @@ fn print_summary(
     );
     if let Some(path) = &args.fault_matrix {
         println!("  fault matrix: {}", path.display());
+    }
+    if let Some(path) = &args.compat_matrix {
+        println!("  compatibility matrix: {}", path.display());
     }
     if let Some(junit) = &args.junit {
         println!("  JUnit report: {}", junit.display());
