@@ -21,13 +21,44 @@ use crate::suite::world::{DeliveryRecord, RewindWorld, StartedDelivery};
 /// The nil UUID, one of the zero boundary's accepted shapes (register `claude-zero-boundary`).
 const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
-/// The fault-plan call name of each mock's delivering input.
-fn delivery_call(mock: MockRuntime) -> &'static str {
+/// The fault-plan call names of each mock's delivering input into an existing session (claude:
+/// a plain resume, or one that names its leaf or a rewind's boundary).
+fn delivery_calls(mock: MockRuntime) -> &'static [&'static str] {
     match mock {
-        MockRuntime::Codex => "turn/start",
-        MockRuntime::Claude => "resume",
-        MockRuntime::OpenCode => "message",
+        MockRuntime::Codex => &["turn/start"],
+        MockRuntime::Claude => &["resume", "resume-at"],
+        MockRuntime::OpenCode => &["message"],
     }
+}
+
+/// Plants `kind` on every delivering call of `session`.
+fn fault_deliveries(
+    world: &RewindWorld,
+    mock: MockRuntime,
+    session: &str,
+    kind: FaultKind,
+    hang_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    for call in delivery_calls(mock) {
+        world
+            .mocks()?
+            .add_fault(mock, session, Some(call), kind, hang_ms)?;
+    }
+    Ok(())
+}
+
+/// The mock serving the agent and the session the implementation recorded for it; `why` ends
+/// the error when it has none yet.
+async fn agent_session_now(
+    world: &RewindWorld,
+    agent: &str,
+    why: &str,
+) -> anyhow::Result<(MockRuntime, String)> {
+    let (_, mock) = agent_runtime(world, agent)?;
+    let session = current_session(world, agent)
+        .await?
+        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session{why}"))?;
+    Ok((mock, session))
 }
 
 /// The agent's runtime id (from the fixture) and the mock that serves it.
@@ -689,34 +720,20 @@ async fn not_delivered_to(
 /// the prompt meanwhile).
 #[given(regex = r#"^agent "([^"]+)" answers its next delivery only after (\d+) ms$"#)]
 async fn slow_next_delivery(world: &mut RewindWorld, agent: String, ms: u64) -> anyhow::Result<()> {
-    let (_, mock) = agent_runtime(world, &agent)?;
-    let session = current_session(world, &agent)
-        .await?
-        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session yet to slow down"))?;
-    world.mocks()?.add_fault(
-        mock,
-        &session,
-        Some(delivery_call(mock)),
-        FaultKind::Hang,
-        Some(ms),
-    )?;
-    Ok(())
+    let (mock, session) = agent_session_now(world, &agent, " yet to slow down").await?;
+    fault_deliveries(world, mock, &session, FaultKind::Hang, Some(ms))
 }
 
 /// `When the runtime of agent "ode" is working on a delivery`: waits (10 s at most) until the
 /// agent's runtime journal shows a delivering call on its session that has not been answered.
 #[when(expr = "the runtime of agent {string} is working on a delivery")]
 async fn working_on_delivery(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
-    let (_, mock) = agent_runtime(world, &agent)?;
-    let session = current_session(world, &agent)
-        .await?
-        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session"))?;
+    let (mock, session) = agent_session_now(world, &agent, "").await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
+        // Only delivering calls are held (`answers its next delivery only after`).
         let working = world.mocks()?.journal(mock)?.iter().any(|e| {
-            e.target.as_deref() == Some(session.as_str())
-                && e.outcome == FaultKind::Hang.outcome()
-                && (e.call.ends_with(delivery_call(mock)) || e.call.contains("/message"))
+            e.target.as_deref() == Some(session.as_str()) && e.outcome == FaultKind::Hang.outcome()
         });
         if working {
             return Ok(());
@@ -807,33 +824,21 @@ async fn fails_next_delivery(
     agent: String,
     kind: String,
 ) -> anyhow::Result<()> {
-    let (_, mock) = agent_runtime(world, &agent)?;
-    let session = current_session(world, &agent)
-        .await?
-        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session yet to plant a fault on"))?;
+    let (mock, session) = agent_session_now(world, &agent, " yet to plant a fault on").await?;
     let kind = FaultKind::parse(&kind).ok_or_else(|| {
         anyhow!(
             "unknown fault `{kind}` (known: {})",
             FaultKind::ALL.map(FaultKind::label).join(", ")
         )
     })?;
-    let mocks = world.mocks()?;
-    mocks.add_fault(mock, &session, Some(delivery_call(mock)), kind, None)?;
-    if mock == MockRuntime::Claude {
-        // A delivery that applies a boundary a rewind left for it resumes at it.
-        mocks.add_fault(mock, &session, Some("resume-at"), kind, None)?;
-    }
-    Ok(())
+    fault_deliveries(world, mock, &session, kind, None)
 }
 
 /// `Given the runtime of agent "clio" answers normally again`: the faults planted on the
 /// agent's current session are lifted.
 #[given(expr = "the runtime of agent {string} answers normally again")]
 async fn answers_normally(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
-    let (_, mock) = agent_runtime(world, &agent)?;
-    let session = current_session(world, &agent)
-        .await?
-        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session"))?;
+    let (mock, session) = agent_session_now(world, &agent, "").await?;
     world.mocks()?.clear_faults(mock, &session)?;
     Ok(())
 }
@@ -1029,10 +1034,7 @@ async fn received_right_after(
 /// `is as noted`.
 #[when(expr = "the runtime state of agent {string} is noted")]
 async fn note_state(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
-    let (_, mock) = agent_runtime(world, &agent)?;
-    let session = current_session(world, &agent)
-        .await?
-        .ok_or_else(|| anyhow!("agent `{agent}` has no runtime session"))?;
+    let (mock, session) = agent_session_now(world, &agent, "").await?;
     let view = world
         .mocks()?
         .view_session(mock, &session)?
