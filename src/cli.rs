@@ -4,11 +4,19 @@
 //! - 0: every selected scenario passed (or the coverage gate passed);
 //! - 1: conformance failures (a scenario failed or a step matched nothing; coverage gaps under
 //!   `--strict`);
-//! - 2: bad usage (unknown flag, bad value);
-//! - 3: the harness itself could not run (no PostgreSQL, unreadable catalog or fixtures, an
-//!   implementation URL nothing answers on);
+//! - 2: bad usage (unknown flag, bad value, a tag expression or name regex that does not parse
+//!   or selects no scenario, an output path that cannot be written, `--concurrency` out of
+//!   bounds);
+//! - 3: the harness itself could not run (no PostgreSQL, an unreadable or invalid catalog,
+//!   feature, fixture, profile or expectations file, a scenario tagged with a rule id the
+//!   catalog lacks or naming a fixture that does not exist, an implementation URL nothing
+//!   answers on);
 //! - 4: protocol violations: the implementation's server answered outside driver protocol v1
-//!   (another version, a body that is not JSON or off the schema), whatever else failed.
+//!   (another version, a body that is not JSON or off the schema), whatever else failed;
+//! - 128 + the signal's number when SIGHUP (129), SIGINT (130) or SIGTERM (143) ended the run,
+//!   after it stopped everything it had started.
+//!
+//! Everything that can be checked is checked before PostgreSQL starts.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +42,7 @@ use crate::suite::world::RunContext;
 use crate::suite::{run_suite, SuiteOptions, SuiteReport};
 
 const EXIT_FAILURES: u8 = 1;
+const EXIT_USAGE: u8 = 2;
 const EXIT_HARNESS: u8 = 3;
 const EXIT_PROTOCOL: u8 = 4;
 
@@ -198,8 +207,9 @@ struct RunArgs {
     /// Only scenarios whose name matches this regex.
     #[arg(short = 'n', long)]
     name: Option<String>,
-    /// Scenarios run at once, each on its own database.
-    #[arg(short = 'c', long, default_value_t = 8)]
+    /// Scenarios run at once, each on its own database: from 1 to 4 per CPU (at least 8, at
+    /// most 32; each scenario holds up to 8 PostgreSQL connections).
+    #[arg(short = 'c', long, default_value_t = 8, value_parser = parse_concurrency, allow_hyphen_values = true)]
     concurrency: usize,
     /// Write a JUnit XML report here.
     #[arg(long)]
@@ -214,7 +224,8 @@ struct RunArgs {
     /// Stop at the first failing scenario.
     #[arg(long)]
     fail_fast: bool,
-    /// Keep every scenario database after the run (for debugging).
+    /// Keep every scenario database after the run, for debugging, and print their names and how
+    /// to connect (the embedded PostgreSQL or the container is left running).
     #[arg(long)]
     keep_databases: bool,
 }
@@ -260,6 +271,11 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_PROTOCOL)
         }
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("error: {e}");
+            eprintln!("\nFor more information, try '--help'.");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(e) => {
             let mut shown = e.to_string();
             eprintln!("error: {shown}");
@@ -281,6 +297,46 @@ fn passed_if(ok: bool) -> Outcome {
         Outcome::Passed
     } else {
         Outcome::Failed
+    }
+}
+
+/// The command line asks for something that cannot be (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// The most scenarios a run may have at once on this machine: 4 per CPU, at least 8 (the
+/// default) and at most 32. Each scenario holds up to 8 PostgreSQL connections (the embedded
+/// server allows 300) and its own mock runtime processes; beyond the bound scenarios queue for
+/// CPU inside the timed implementation calls.
+pub fn max_concurrency() -> usize {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    (cpus * 4).clamp(8, 32)
+}
+
+fn parse_concurrency(text: &str) -> Result<usize, String> {
+    let max = max_concurrency();
+    let n: i64 = text.trim().parse().map_err(|_| {
+        format!("`{text}` is not a whole number; give a number of scenarios from 1 to {max}")
+    })?;
+    if n < 1 {
+        return Err(format!(
+            "{n} would run no scenario; give at least 1 (at most {max} on this machine)"
+        ));
+    }
+    match usize::try_from(n) {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "{n} is more than this machine's limit of {max} scenarios at a time (4 per CPU, at \
+             least 8, at most 32: each scenario holds up to 8 PostgreSQL connections, and more \
+             would only queue inside the timed calls); give at most {max}"
+        )),
     }
 }
 
@@ -333,6 +389,7 @@ async fn smoke(args: SmokeArgs) -> anyhow::Result<Outcome> {
         Some(url) => PostgresChoice::Url(url),
         None => PostgresChoice::Embedded,
     };
+    install_signal_handlers(&choice);
     let limits = Limits {
         restore_timeout_ms: 5000,
         request_timeout_ms: args.request_timeout * 1000,
@@ -419,14 +476,170 @@ fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> {
         (Some(PostgresWay::Container), _) => Ok(PostgresChoice::Container),
         (Some(PostgresWay::Url) | None, Some(url)) => Ok(PostgresChoice::Url(url.clone())),
         (None, None) => Ok(PostgresChoice::Embedded),
-        (Some(PostgresWay::Url), None) => anyhow::bail!(
-            "`--postgres url` needs a URL; {}",
-            rewind_conformance::postgres::HOW_TO_PROVIDE
-        ),
+        (Some(PostgresWay::Url), None) => Err(usage(
+            "`--postgres url` needs a server URL: add `--database-url postgres://USER@HOST:PORT/DB` \
+             (or set `REWIND_DATABASE_URL`), or drop `--postgres url` to use the embedded default",
+        )),
     }
 }
 
+/// SIGINT, SIGTERM and SIGHUP stop the run: the mock runtimes, the databases the run made on a
+/// given server (`drop_databases`), the embedded PostgreSQL (an `initdb` under way included)
+/// and the temporary directories go, then the process exits with 128 + the signal's number. A
+/// container is removed by testcontainers' watchdog, which handles SIGINT and SIGTERM itself;
+/// SIGHUP is passed on to it as SIGTERM.
+fn install_signal_handlers(choice: &PostgresChoice) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let drop_databases = matches!(choice, PostgresChoice::Url(_));
+    let container = matches!(choice, PostgresChoice::Container);
+    for (kind, number, name) in [
+        (SignalKind::interrupt(), libc::SIGINT, "SIGINT"),
+        (SignalKind::terminate(), libc::SIGTERM, "SIGTERM"),
+        (SignalKind::hangup(), libc::SIGHUP, "SIGHUP"),
+    ] {
+        let mut stream = match signal(kind) {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!("cannot handle {name}: {e}");
+                continue;
+            }
+        };
+        tokio::spawn(async move {
+            if stream.recv().await.is_none()
+                || crate::suite::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                return;
+            }
+            // A closed terminal (SIGHUP) makes stderr fail: never let that stop the clean-up.
+            let say = |text: &str| {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{text}");
+            };
+            say(&format!(
+                "\ninterrupted by {name}: stopping the mock runtimes{}, and PostgreSQL",
+                if drop_databases {
+                    ", dropping this run's databases"
+                } else {
+                    ""
+                }
+            ));
+            rewind_conformance::mocks::stop_all_mocks();
+            if drop_databases {
+                let failed =
+                    rewind_conformance::postgres::drop_all_live(Duration::from_secs(10)).await;
+                if failed > 0 {
+                    say("  some databases could not be dropped now: the next run drops them");
+                }
+            }
+            stop_all_embedded();
+            if container {
+                if number == libc::SIGHUP {
+                    // SAFETY: `raise` has no memory effects; the watchdog handles SIGTERM.
+                    unsafe {
+                        libc::raise(libc::SIGTERM);
+                    }
+                }
+                // The watchdog removes the container and exits; wait for it, within reason.
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            std::process::exit(128 + number);
+        });
+    }
+}
+
+/// The run's filters, parsed.
+struct Filters {
+    tags: Option<cucumber::gherkin::tagexpr::TagOperation>,
+    name: Option<regex::Regex>,
+}
+
+fn parse_filters(args: &RunArgs) -> anyhow::Result<Filters> {
+    let tags = match &args.tags {
+        Some(text) => Some(text.parse().map_err(|e| {
+            usage(format!(
+                "`--tags {text}` is not a tag expression: {e} (e.g. `@rule:init.human-only`, \
+                 `@rule:a or @rule:b`, `not @slow`)"
+            ))
+        })?),
+        None => None,
+    };
+    let name = match &args.name {
+        Some(text) => Some(regex::Regex::new(text).map_err(|e| {
+            usage(format!(
+                "`--name {text}` is not a regular expression:\n  {}",
+                e.to_string().trim().replace('\n', "\n  ")
+            ))
+        })?),
+        None => None,
+    };
+    Ok(Filters { tags, name })
+}
+
+/// Checks that each report path of the run can be written, without leaving a file behind.
+fn check_output_paths(args: &RunArgs) -> anyhow::Result<()> {
+    let outputs = [
+        ("--junit", &args.junit),
+        ("--json", &args.json),
+        ("--fault-matrix", &args.fault_matrix),
+        ("--compat-matrix", &args.compat_matrix),
+    ];
+    for (flag, path) in outputs {
+        let Some(path) = path else { continue };
+        let fail = |why: String| {
+            usage(format!(
+                "`{flag} {}` cannot be written: {why}; choose a writable path",
+                path.display()
+            ))
+        };
+        if path.is_dir() {
+            return Err(fail("it is a directory".to_owned()));
+        }
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        // The directory is made at the end anyway; here only its nearest existing ancestor has
+        // to take a new entry.
+        let mut existing = dir;
+        while !existing.exists() {
+            match existing.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => existing = parent,
+                _ => {
+                    existing = std::path::Path::new(".");
+                    break;
+                }
+            }
+        }
+        if !existing.is_dir() {
+            return Err(fail(format!("`{}` is not a directory", existing.display())));
+        }
+        let probe = if path.exists() {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(|_| ())
+        } else if existing == dir {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|_| std::fs::remove_file(path))
+        } else {
+            tempfile::tempfile_in(existing).map(|_| ())
+        };
+        if let Err(e) = probe {
+            return Err(fail(e.to_string()));
+        }
+    }
+    Ok(())
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    // Usage first (exit 2), then the input files (exit 3), all before PostgreSQL starts.
+    let choice = postgres_choice(&args)?;
+    install_signal_handlers(&choice);
+    let filters = parse_filters(&args)?;
+    check_output_paths(&args)?;
     let catalog = Catalog::load(&args.paths.catalog)?;
     // Unparsable features are bad input: say where, before any PostgreSQL is started.
     let scan = scan_features(&args.paths.features).with_context(|| {
@@ -441,6 +654,37 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             scan.parse_errors.join("\n  ")
         );
     }
+    if scan.files.is_empty() {
+        anyhow::bail!(
+            "`{}` holds no `*.feature` file: there is nothing to run (pass `--features DIR|FILE`)",
+            args.paths.features.display()
+        );
+    }
+    let unknown = Coverage::compute(&catalog, &scan).unknown_tags;
+    if !unknown.is_empty() {
+        let lines: Vec<String> = unknown
+            .iter()
+            .map(|tag| {
+                format!(
+                    "{}:{}:{}: scenario `{}` is tagged `@rule:{}`, which the catalog does not \
+                     define",
+                    tag.file.display(),
+                    tag.line,
+                    tag.column,
+                    tag.scenario,
+                    tag.id
+                )
+            })
+            .collect();
+        anyhow::bail!(
+            "{} rule tag{} name no rule of `{}` (a typo, or a rule to add to the catalog; \
+             `coverage` lists the rules):\n  {}",
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" },
+            args.paths.catalog.display(),
+            lines.join("\n  ")
+        );
+    }
     let register = Register::load(&args.paths.ambiguities)?;
     let problems = register.check(&scan, features_dir(&args.paths.features));
     if !problems.is_empty() {
@@ -450,6 +694,50 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     let fixtures = load_fixture_dir(&args.fixtures)?;
+    let selected =
+        crate::suite::selection::select(&scan.files, filters.tags.as_ref(), filters.name.as_ref())?;
+    if selected.is_empty() {
+        let mut filter = Vec::new();
+        if let Some(tags) = &args.tags {
+            filter.push(format!("--tags `{tags}`"));
+        }
+        if let Some(name) = &args.name {
+            filter.push(format!("--name `{name}`"));
+        }
+        return Err(usage(format!(
+            "{} select{} none of the {} scenarios and outlines in `{}`: a run that tests nothing cannot pass \
+             (rule tags look like `@rule:init.human-only`; `coverage` lists the rules)",
+            filter.join(" and "),
+            if filter.len() == 1 { "s" } else { "" },
+            scan.scenarios,
+            args.paths.features.display()
+        )));
+    }
+    let fixture_dir = args.fixtures.display().to_string();
+    let missing: Vec<String> = selected
+        .iter()
+        .flat_map(|s| {
+            let fixture_dir = &fixture_dir;
+            s.fixtures
+                .iter()
+                .filter(|(name, _)| !fixtures.contains_key(name))
+                .map(move |(name, line)| {
+                    format!(
+                        "{}: scenario `{}` names fixture `{name}`, which `{}` does not hold",
+                        crate::suite::selection::at(&s.path, *line),
+                        s.name,
+                        fixture_dir
+                    )
+                })
+        })
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{} (known fixtures: {}; a fixture is `<name>.yaml` in `--fixtures DIR`)",
+            missing.join("\n  "),
+            fixtures.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
     let profile = match &args.profile {
         Some(path) => CapabilityProfile::load(path)?,
         None => CapabilityProfile::compiled(),
@@ -459,7 +747,22 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         Some(path) => Expectations::load(path)?,
         None => Expectations::default(),
     };
-    let choice = postgres_choice(&args)?;
+    // What killed runs left here (clusters, mock servers, directories); the databases they left
+    // on a given server go when the template is made.
+    let reaped = rewind_conformance::postgres::reap_leftovers();
+    if !reaped.dirs.is_empty() {
+        eprintln!(
+            "removed {} director{} that killed runs left: {}",
+            reaped.dirs.len(),
+            if reaped.dirs.len() == 1 { "y" } else { "ies" },
+            reaped
+                .dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     // The handshake comes first: a server that is not there, or speaks another protocol, is
     // told in one line before PostgreSQL starts.
     let sut = connect_sut(
@@ -468,20 +771,16 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         Duration::from_secs(args.request_timeout),
     )
     .await?;
-    // Ctrl-C: stop what was started (embedded clusters here; containers via the watchdog).
-    tokio::spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: stopping PostgreSQL and the mock runtimes");
-            stop_all_embedded();
-            rewind_conformance::mocks::stop_all_mocks();
-            std::process::exit(130);
-        }
-    });
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
     let outcome = run_on_server(&args, &server, sut, profile, catalog, register, fixtures).await;
-    server.shutdown().await;
+    let kept_server = if args.keep_databases && outcome.is_ok() {
+        server.keep()
+    } else {
+        server.shutdown().await;
+        Vec::new()
+    };
     let (mut report, stats) = outcome?;
     let stale = report.apply_expectations(&expectations, &stats.parsed);
     for entry in &stale {
@@ -511,6 +810,9 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         crate::results::write(path, &stats.sut, &report, stats.compat.rows())?;
     }
     print_summary(&args, &choice, provision_time, &report, &stats);
+    if args.keep_databases {
+        print_kept(&stats.kept, &kept_server);
+    }
     Ok(if report.counts().violations > 0 {
         Outcome::ProtocolViolation
     } else if report.fails() || !stale.is_empty() {
@@ -518,6 +820,23 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Passed
     })
+}
+
+/// What `--keep-databases` kept (each database with a URL that reaches it, the password left
+/// out), and how to reach and remove the server when the harness started it.
+fn print_kept(kept: &[(String, String)], server: &[String]) {
+    println!("kept {} databases (the template first):", kept.len());
+    for (name, url) in kept {
+        println!("  {name:<28} {url}");
+    }
+    for line in server {
+        println!("  {line}");
+    }
+    if server.is_empty() {
+        println!("  no later run removes them: drop them yourself (`DROP DATABASE \"<name>\"`)");
+    } else {
+        println!("  no later run removes them");
+    }
 }
 
 fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::Result<()> {
@@ -545,6 +864,8 @@ struct RunStats {
     sut: String,
     profile: String,
     parsed: Vec<(String, String)>,
+    /// The databases `--keep-databases` kept, with their URLs.
+    kept: Vec<(String, String)>,
 }
 
 async fn run_on_server(
@@ -558,6 +879,18 @@ async fn run_on_server(
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
     let template =
         TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR).await?;
+    if !template.reaped().is_empty() {
+        eprintln!(
+            "dropped {} database{} that killed runs left: {}",
+            template.reaped().len(),
+            if template.reaped().len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            template.reaped().join(", ")
+        );
+    }
     template
         .instrument(rewind_conformance::inspect::STATEMENT_LOG_SQL)
         .await?;
@@ -613,13 +946,22 @@ async fn run_on_server(
             report
         });
     context.programs.remove();
-    let cleanup = if args.keep_databases {
-        template.release_prefetched().await
-    } else {
-        template.drop_all().await
-    };
-    if let Err(e) = cleanup {
-        tracing::warn!("{e}");
+    let mut kept = Vec::new();
+    if args.keep_databases {
+        match template.keep_all().await {
+            Ok(names) => {
+                kept = names
+                    .into_iter()
+                    .map(|name| {
+                        let url = rewind_conformance::postgres::redact(&template.url_of(&name));
+                        (name, url)
+                    })
+                    .collect();
+            }
+            Err(e) => eprintln!("error: keeping the databases: {e}"),
+        }
+    } else if let Err(e) = template.drop_all().await {
+        eprintln!("error: dropping the run's databases: {e} (the next run drops them)");
     }
     let isolation = context
         .isolation_times
@@ -640,6 +982,7 @@ async fn run_on_server(
             sut: sut.name().to_owned(),
             profile: applicability.profile().describe(),
             parsed: applicability.parsed(),
+            kept,
         },
     ))
 }

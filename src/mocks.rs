@@ -163,9 +163,10 @@ impl MockPrograms {
     /// Links `codex`, `claude` and `opencode` to `exe` in a new temporary directory.
     pub fn link(exe: &Path) -> Result<MockPrograms, MockError> {
         let dir = tempfile::Builder::new()
-            .prefix("rewind-mock-bin-")
+            .prefix(&format!("rewind-mock-bin-{}-", std::process::id()))
             .tempdir()
             .map_err(io("creating the mock program directory"))?;
+        crate::leftovers::claim(dir.path()).map_err(io("claiming the mock program directory"))?;
         for runtime in MockRuntime::ALL {
             let link = dir.path().join(runtime.program());
             std::os::unix::fs::symlink(exe, &link).map_err(io(format!(
@@ -306,9 +307,10 @@ impl MockRuntimes {
         witness_db: Option<sqlx::PgPool>,
     ) -> Result<MockRuntimes, MockError> {
         let root = tempfile::Builder::new()
-            .prefix("rewind-mocks-")
+            .prefix(&format!("rewind-mocks-{}-", std::process::id()))
             .tempdir()
             .map_err(io("creating the mock runtime directory"))?;
+        crate::leftovers::claim(root.path()).map_err(io("claiming the mock runtime directory"))?;
         live(|l| l.dirs.push(root.path().to_path_buf()));
         let mut mocks = MockRuntimes {
             root,
@@ -475,20 +477,35 @@ impl MockRuntimes {
         if let Some(old) = self.opencode.take() {
             let pid = old.pid();
             live(|l| l.pids.retain(|p| Some(*p) != pid));
+            if let Some(pid) = pid {
+                crate::leftovers::forget_process(self.root.path(), pid);
+            }
             if let Err(e) = old.stop().await {
                 tracing::warn!("stopping the mock opencode server: {e}");
             }
         }
+        // The server leaves with its parent, should the harness be killed.
+        let env: Vec<(String, String)> = self
+            .witness_env()
+            .chain(std::iter::once((
+                rewind_mock_runtimes::EXIT_WITH_PARENT_ENV.to_owned(),
+                std::process::id().to_string(),
+            )))
+            .collect();
         let server = opencode::ServerProcess::start_with_env(
             &self.opencode_program,
             &[],
             &self.opencode_data_home(),
             &self.opencode_cwd(),
-            &self.witness_env().collect::<Vec<_>>(),
+            &env,
         )
         .await
         .map_err(io("starting the mock opencode server"))?;
         let pid = server.pid();
+        if let Some(pid) = pid {
+            crate::leftovers::record_process(self.root.path(), pid)
+                .map_err(io("recording the mock opencode server"))?;
+        }
         live(|l| l.pids.extend(pid));
         self.opencode = Some(server);
         Ok(())

@@ -57,6 +57,33 @@ pub fn faults_path(runtime_home: &Path) -> PathBuf {
     mock_dir(runtime_home).join("faults.json")
 }
 
+/// Environment variable: the process id of the mock's parent. A mock started with it leaves
+/// (exit status 0) once that parent is gone, so a killed harness leaves no mock server behind.
+pub const EXIT_WITH_PARENT_ENV: &str = "REWIND_MOCK_EXIT_WITH_PARENT";
+
+/// With [`EXIT_WITH_PARENT_ENV`] set, watches (twice a second, on a thread of its own) that
+/// this process's parent is still the process it names, and exits when it is not.
+pub fn exit_with_parent() {
+    let Some(parent) = std::env::var(EXIT_WITH_PARENT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    let watch = move || loop {
+        if std::os::unix::process::parent_id() != parent {
+            std::process::exit(0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("parent-watch".to_owned())
+        .spawn(watch)
+    {
+        eprintln!("cannot watch the parent process: {e}");
+    }
+}
+
 /// Runs the mock named by a program name (`codex`, `claude`, `opencode`, or a path or
 /// `mock-` name ending in one of them), as a multi-call binary does with `argv[0]`. `args` are
 /// the arguments after the program name. `None` when the name is not a mock's.

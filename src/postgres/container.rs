@@ -148,6 +148,15 @@ impl ContainerPostgres {
         self.container.id()
     }
 
+    /// Leaves the container running (`--keep-databases`): returns its id; the user removes it
+    /// (`docker rm -f <id>`).
+    pub fn keep(self) -> String {
+        let id = self.container.id().to_owned();
+        // Its `Drop` would remove it.
+        std::mem::forget(self.container);
+        id
+    }
+
     /// Stops and removes the container (a failure is logged, not returned).
     pub async fn stop(self) {
         remove(*self.container).await;

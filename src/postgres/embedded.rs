@@ -7,8 +7,10 @@
 //! is handed to the `postgres` account (or `nobody`) and the commands run through `runuser`.
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::ProvisionError;
@@ -19,13 +21,35 @@ const DIR_PREFIX: &str = "rewind-pg-";
 /// Directories of the clusters this process started and has not stopped yet.
 static RUNNING: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 
+/// Process groups of the PostgreSQL commands (`initdb`, `pg_ctl`) running now.
+static COMMANDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Set once [`stop_all_embedded`] ran: no new command starts after it.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// A marker file: the user asked to keep this cluster (`--keep-databases`); no later run reaps
+/// it.
+const KEPT_FILE: &str = ".rewind-kept";
+
 /// A running ephemeral cluster; dropping it stops the server and removes its directory.
 #[derive(Debug)]
 pub struct EmbeddedCluster {
     dir: PathBuf,
     bindir: PathBuf,
     admin_url: String,
+    port: u16,
     stopped: bool,
+}
+
+/// A cluster left running on purpose ([`EmbeddedCluster::keep`]).
+#[derive(Debug, Clone)]
+pub struct KeptCluster {
+    /// The cluster's directory (data, socket, log).
+    pub dir: PathBuf,
+    /// The URL of its `postgres` database.
+    pub admin_url: String,
+    /// A shell command that stops the server and removes the directory.
+    pub remove_command: String,
 }
 
 /// Finds a directory holding both `initdb` and `pg_ctl`.
@@ -34,9 +58,55 @@ pub struct EmbeddedCluster {
 /// `/usr/lib/postgresql/*/bin`.
 pub fn find_pg_bindir() -> Result<PathBuf, ProvisionError> {
     let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("PG_BIN") {
-        candidates.push(PathBuf::from(dir));
+    if let Some(dir) = std::env::var_os("PG_BIN").filter(|d| !d.is_empty()) {
+        // Said explicitly, so a wrong value is an error rather than a silent fallback.
+        let dir = PathBuf::from(dir);
+        if !(dir.join("initdb").is_file() && dir.join("pg_ctl").is_file()) {
+            return Err(ProvisionError::BadPgBin {
+                dir,
+                found: pg_bin_finding(&candidates_after_pg_bin()),
+            });
+        }
+        candidates.push(dir);
     }
+    candidates.extend(candidates_after_pg_bin());
+    for dir in &candidates {
+        let initdb = dir.join("initdb");
+        let pg_ctl = dir.join("pg_ctl");
+        if initdb.is_file() && pg_ctl.is_file() {
+            // PATH often holds symlinks; the real directory also holds `postgres` itself.
+            let initdb = std::fs::canonicalize(&initdb).unwrap_or(initdb);
+            return Ok(initdb
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or(dir.clone()));
+        }
+    }
+    Err(ProvisionError::BinariesNotFound {
+        searched: "`PG_BIN`, `pg_config --bindir`, PATH, /usr/lib/postgresql/*/bin".to_owned(),
+    })
+}
+
+/// What a wrong `PG_BIN` could be replaced by: the first directory found elsewhere.
+fn pg_bin_finding(candidates: &[PathBuf]) -> String {
+    match candidates
+        .iter()
+        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    {
+        Some(dir) => format!(
+            "unset it to use `{}`, found on this machine, or point it at another directory \
+             holding both",
+            dir.display()
+        ),
+        None => "point it at the directory holding both (`pg_config --bindir` prints it), or \
+                 unset it and give a server with `--database-url`"
+            .to_owned(),
+    }
+}
+
+/// The places searched after `PG_BIN`: `pg_config --bindir`, PATH, `/usr/lib/postgresql/*/bin`.
+fn candidates_after_pg_bin() -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
         if out.status.success() {
             candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
@@ -56,22 +126,7 @@ pub fn find_pg_bindir() -> Result<PathBuf, ProvisionError> {
         .collect();
     versioned.sort();
     candidates.extend(versioned.into_iter().rev().map(|(_, dir)| dir));
-
-    for dir in &candidates {
-        let initdb = dir.join("initdb");
-        let pg_ctl = dir.join("pg_ctl");
-        if initdb.is_file() && pg_ctl.is_file() {
-            // PATH often holds symlinks; the real directory also holds `postgres` itself.
-            let initdb = std::fs::canonicalize(&initdb).unwrap_or(initdb);
-            return Ok(initdb
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or(dir.clone()));
-        }
-    }
-    Err(ProvisionError::BinariesNotFound {
-        searched: "`PG_BIN`, `pg_config --bindir`, PATH, /usr/lib/postgresql/*/bin".to_owned(),
-    })
+    candidates
 }
 
 impl EmbeddedCluster {
@@ -87,7 +142,7 @@ impl EmbeddedCluster {
     }
 
     fn start_blocking(bindir: PathBuf) -> Result<Self, ProvisionError> {
-        reap_stale_clusters(&bindir);
+        reap_leftovers();
         let dir = std::env::temp_dir().join(format!(
             "{DIR_PREFIX}{}-{}",
             std::process::id(),
@@ -98,12 +153,15 @@ impl EmbeddedCluster {
             source,
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        std::fs::write(dir.join("owner.pid"), std::process::id().to_string()).map_err(io)?;
+        crate::leftovers::claim(&dir).map_err(io)?;
+        // Registered from the start: an interruption during `initdb` removes it too.
+        register(&dir, &bindir);
         let mut cluster = EmbeddedCluster {
             dir: dir.clone(),
             bindir,
             admin_url: String::new(),
-            stopped: true,
+            port: 0,
+            stopped: false,
         };
         let account = run_as_account();
         if let Some(account) = &account {
@@ -136,8 +194,7 @@ impl EmbeddedCluster {
              -c shared_buffers=128MB",
             dir.display()
         );
-        cluster.stopped = false;
-        register(&dir, &cluster.bindir);
+        cluster.port = port;
         cluster.run(
             account.as_deref(),
             "pg_ctl",
@@ -174,7 +231,41 @@ impl EmbeddedCluster {
         self.stop_inner();
     }
 
+    /// Leaves the server running and its directory in place, for the user to inspect; no later
+    /// run reaps it. Returns how to reach and remove it.
+    pub fn keep(mut self) -> std::io::Result<KeptCluster> {
+        std::fs::write(self.dir.join(KEPT_FILE), "kept with --keep-databases\n")?;
+        unregister(&self.dir);
+        self.stopped = true;
+        let data = self.dir.join("data");
+        let pg_ctl = format!(
+            "{} -D {} -m fast stop",
+            self.bindir.join("pg_ctl").display(),
+            data.display()
+        );
+        let pg_ctl = match run_as_account() {
+            Some(account) => format!("{} -u {account} -- {pg_ctl}", runuser().display()),
+            None => pg_ctl,
+        };
+        let kept = KeptCluster {
+            dir: self.dir.clone(),
+            admin_url: self.admin_url.clone(),
+            remove_command: format!("{pg_ctl} && rm -rf {}", self.dir.display()),
+        };
+        // Nothing of `self` is to be undone now.
+        self.dir = PathBuf::new();
+        Ok(kept)
+    }
+
+    /// The port the server listens on (loopback).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     fn stop_inner(&mut self) {
+        if self.dir.as_os_str().is_empty() {
+            return;
+        }
         if !self.stopped {
             stop_cluster(&self.bindir, &self.dir);
             unregister(&self.dir);
@@ -199,6 +290,9 @@ impl EmbeddedCluster {
             None => Command::new(&binary),
         };
         command.args(args).env("LC_ALL", "C");
+        // A group of its own: a terminal's Ctrl-C reaches the harness only, which stops the
+        // command itself ([`stop_all_embedded`]) and removes what it made.
+        command.process_group(0);
         let shown = match account {
             Some(account) => format!(
                 "{} -u {account} -- {} {}",
@@ -208,11 +302,24 @@ impl EmbeddedCluster {
             ),
             None => format!("{} {}", binary.display(), args.join(" ")),
         };
-        let output = command.output().map_err(|e| ProvisionError::Command {
+        let spawn_error = |detail: String| ProvisionError::Command {
             command: shown.clone(),
             dir: self.dir.clone(),
-            detail: e.to_string(),
-        })?;
+            detail,
+        };
+        if STOPPING.load(Ordering::SeqCst) {
+            return Err(spawn_error("the run is being interrupted".to_owned()));
+        }
+        let child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| spawn_error(e.to_string()))?;
+        let group = i32::try_from(child.id()).unwrap_or(0);
+        lock(&COMMANDS).push(group);
+        let output = child.wait_with_output();
+        lock(&COMMANDS).retain(|g| *g != group);
+        let output = output.map_err(|e| spawn_error(e.to_string()))?;
         if output.status.success() {
             return Ok(());
         }
@@ -243,28 +350,84 @@ impl Drop for EmbeddedCluster {
     }
 }
 
-/// Stops every cluster this process started; for the Ctrl-C handler.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Stops every cluster this process started or is starting (killing an `initdb` or `pg_ctl`
+/// under way) and removes their directories; for the signal handlers, which exit without
+/// running destructors.
 pub fn stop_all_embedded() {
-    let running = match RUNNING.lock() {
-        Ok(mut guard) => std::mem::take(&mut *guard),
-        Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-    };
+    STOPPING.store(true, Ordering::SeqCst);
+    for group in std::mem::take(&mut *lock(&COMMANDS)) {
+        if group > 0 {
+            // SAFETY: `kill` has no memory effects; the group is the command's own.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+        }
+    }
+    let running = std::mem::take(&mut *lock(&RUNNING));
     for (dir, bindir) in running {
         stop_cluster(&bindir, &dir);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
-fn register(dir: &Path, bindir: &Path) {
-    if let Ok(mut guard) = RUNNING.lock() {
-        guard.push((dir.to_path_buf(), bindir.to_path_buf()));
+/// Removes what killed runs left under the temporary directory: stops their clusters, kills
+/// their mock servers, removes their directories. Clusters kept with `--keep-databases` stay.
+pub fn reap_leftovers() -> crate::leftovers::Reaped {
+    crate::leftovers::reap_stale(&|dir: &Path| {
+        if dir.join(KEPT_FILE).exists() {
+            return false;
+        }
+        kill_postmaster(dir);
+        true
+    })
+}
+
+/// Stops the server of a cluster whose owner is gone, without needing its binaries: the
+/// postmaster of `postmaster.pid`, if it still serves this directory, gets SIGQUIT (immediate
+/// shutdown) and then SIGKILL.
+fn kill_postmaster(dir: &Path) {
+    let data = dir.join("data");
+    let Some(pid) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|text| text.lines().next()?.trim().parse::<i32>().ok())
+    else {
+        return;
+    };
+    let serves_dir = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(&*data.to_string_lossy()))
+        .unwrap_or(false);
+    if !serves_dir {
+        return;
+    }
+    for (signal, wait_ms) in [(libc::SIGQUIT, 5000), (libc::SIGKILL, 2000)] {
+        // SAFETY: `kill` has no memory effects; the process was checked to be this cluster's.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
     }
 }
 
+fn register(dir: &Path, bindir: &Path) {
+    lock(&RUNNING).push((dir.to_path_buf(), bindir.to_path_buf()));
+}
+
 fn unregister(dir: &Path) {
-    if let Ok(mut guard) = RUNNING.lock() {
-        guard.retain(|(d, _)| d != dir);
-    }
+    lock(&RUNNING).retain(|(d, _)| d != dir);
 }
 
 /// Stops the server of `dir` at once. The data is throwaway, so "immediate" is the right mode.
@@ -297,42 +460,6 @@ fn stop_cluster(bindir: &Path, dir: &Path) {
     if !matches!(status, Ok(s) if s.success()) {
         tracing::warn!(dir = %dir.display(), "could not stop embedded PostgreSQL cleanly");
     }
-}
-
-/// Removes cluster directories whose owning process no longer runs.
-fn reap_stale_clusters(bindir: &Path) {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(DIR_PREFIX) {
-            continue;
-        }
-        let dir = entry.path();
-        // A cluster being created has no `owner.pid` yet: its name (`rewind-pg-<pid>-<uuid>`)
-        // also names its owner, so a concurrent run does not reap it from under its creator.
-        let owner = std::fs::read_to_string(dir.join("owner.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .or_else(|| {
-                let rest = name.to_string_lossy();
-                let rest = rest.strip_prefix(DIR_PREFIX)?;
-                rest.split('-').next()?.parse::<i32>().ok()
-            });
-        let alive = owner.is_some_and(process_alive);
-        if !alive {
-            tracing::info!(dir = %dir.display(), "reaping a stale embedded cluster");
-            stop_cluster(bindir, &dir);
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-}
-
-fn process_alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the process exists; it sends nothing.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The account to run PostgreSQL as: `None` for an ordinary user, `postgres` (or `nobody`)
@@ -407,7 +534,7 @@ mod tests {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).expect("a cluster directory");
-        reap_stale_clusters(Path::new("/nonexistent"));
+        reap_leftovers();
         let kept = dir.exists();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(

@@ -16,9 +16,11 @@ mod template;
 
 #[cfg(feature = "containers")]
 pub use container::ContainerPostgres;
-pub use embedded::{find_pg_bindir, stop_all_embedded, EmbeddedCluster};
+pub use embedded::{
+    find_pg_bindir, reap_leftovers, stop_all_embedded, EmbeddedCluster, KeptCluster,
+};
 pub use error::{ProvisionError, HOW_TO_PROVIDE};
-pub use template::{ScenarioDatabase, TemplateDatabase};
+pub use template::{drop_all_live, redact, ScenarioDatabase, TemplateDatabase, LOCK_CLASS};
 
 /// How the harness obtains its PostgreSQL server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +97,34 @@ impl PostgresServer {
     /// The way this server was obtained.
     pub fn choice(&self) -> &PostgresChoice {
         &self.choice
+    }
+
+    /// Leaves the server running for the user to inspect (`--keep-databases`) and says how to
+    /// reach it and remove it, one line each; an external server is left as it is.
+    pub fn keep(self) -> Vec<String> {
+        match self.guard {
+            Guard::External => Vec::new(),
+            Guard::Embedded(cluster) => match cluster.keep() {
+                Ok(kept) => vec![
+                    format!(
+                        "the embedded PostgreSQL still runs, in `{}`: {}",
+                        kept.dir.display(),
+                        kept.admin_url
+                    ),
+                    format!("stop and remove it with: {}", kept.remove_command),
+                ],
+                Err(e) => vec![format!("the embedded PostgreSQL could not be kept: {e}")],
+            },
+            #[cfg(feature = "containers")]
+            Guard::Container(container) => {
+                let url = container.admin_url().to_owned();
+                let id = container.keep();
+                vec![
+                    format!("the PostgreSQL container `{id}` still runs: {url}"),
+                    format!("remove it with: docker rm -f {id}"),
+                ]
+            }
+        }
     }
 
     /// Stops what the harness started; an external server is left running.

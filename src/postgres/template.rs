@@ -3,6 +3,14 @@
 //! `CREATE DATABASE ... TEMPLATE` copies a small migrated database in a few milliseconds, so
 //! every scenario gets a database of its own and scenarios run concurrently. Every database a run
 //! creates carries the run's prefix; dropping them all is the run's last step.
+//!
+//! A run that is killed cannot drop them. So every database a run makes is named
+//! `rewind_<key>_template` or `rewind_<key>_s<n>` (the key in 8 hex digits) and commented
+//! `rewind-conformance run <key>`, and the run holds the session advisory lock
+//! ([`LOCK_CLASS`], key) for as long as it lives: when a run starts, it drops the databases so
+//! named whose key no session holds any more (the databases of dead runs), unless their comment
+//! says otherwise (a clone killed before its comment has none). Databases kept with
+//! `--keep-databases` are commented `... (kept)` and stay.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +23,44 @@ use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinHandle;
 
 use super::ProvisionError;
+
+/// The first key of the advisory locks runs hold (`pg_advisory_lock(LOCK_CLASS, key)`).
+pub const LOCK_CLASS: i32 = 0x5257_4e44;
+
+/// The comment every database of a run carries, followed by the run's key.
+const COMMENT_PREFIX: &str = "rewind-conformance run ";
+
+/// What follows a run's prefix (`rewind_<key>`) in the names of its databases, as a regex.
+const NAME_SUFFIX: &str = "_(template|s[0-9]+)$";
+
+/// What follows the key in the comment of a database kept on purpose.
+const KEPT_SUFFIX: &str = " (kept)";
+
+/// The templates of the runs of this process that have not dropped their databases yet, for
+/// the signal handlers ([`drop_all_live`]).
+static LIVE: std::sync::Mutex<Vec<TemplateDatabase>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<TemplateDatabase>> {
+    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Drops the databases of every run of this process not finished yet, each within `limit`; for
+/// the signal handlers. Returns the number of runs whose databases could not all be dropped.
+pub async fn drop_all_live(limit: Duration) -> usize {
+    let templates = std::mem::take(&mut *live());
+    let mut failed = 0;
+    for template in templates {
+        match tokio::time::timeout(limit, template.drop_all()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                eprintln!("  {e}");
+                failed += 1;
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    failed
+}
 
 /// One database of one scenario.
 #[derive(Debug, Clone)]
@@ -49,6 +95,12 @@ pub struct TemplateDatabase {
 struct Inner {
     admin: PgPool,
     admin_url: url::Url,
+    /// The run's key: the second key of its advisory lock, in its databases' comment.
+    key: i32,
+    /// The session holding the run's advisory lock.
+    lock_session: Mutex<Option<sqlx::PgConnection>>,
+    /// Databases of dead runs dropped when this one started.
+    reaped: Vec<String>,
     prefix: String,
     template: String,
     counter: AtomicU64,
@@ -98,19 +150,36 @@ impl TemplateDatabase {
             .fetch_one(&admin)
             .await
             .map_err(|e| db_err("reading the server version", e))?;
-        let prefix = format!(
-            "rewind_{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..10]
-        );
+        // A positive, non-zero key: shown the same by pg_locks (as an oid) and in names.
+        let key = i32::try_from(uuid::Uuid::new_v4().as_u128() as u32 >> 1).unwrap_or(1) | 1;
+        let mut lock_session = <sqlx::PgConnection as sqlx::Connection>::connect(admin_url)
+            .await
+            .map_err(|e| db_err("connecting", e))?;
+        sqlx::query("SELECT pg_advisory_lock($1, $2)")
+            .bind(LOCK_CLASS)
+            .bind(key)
+            .execute(&mut lock_session)
+            .await
+            .map_err(|e| db_err("taking the run's advisory lock", e))?;
+        let reaped = reap_stale_databases(&admin)
+            .await
+            .map_err(|e| db_err("dropping the databases of killed runs", e))?;
+        let prefix = format!("rewind_{key:08x}");
         let template = format!("{prefix}_template");
         sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{template}\"")))
             .execute(&admin)
             .await
             .map_err(|e| db_err("creating the template database", e))?;
+        comment(&admin, &template, key, false)
+            .await
+            .map_err(|e| db_err("commenting the template database", e))?;
         let this = TemplateDatabase {
             inner: Arc::new(Inner {
                 admin,
                 admin_url: parsed,
+                key,
+                lock_session: Mutex::new(Some(lock_session)),
+                reaped,
                 prefix,
                 template: template.clone(),
                 counter: AtomicU64::new(0),
@@ -120,6 +189,7 @@ impl TemplateDatabase {
                 prefetcher: std::sync::Mutex::new(None),
             }),
         };
+        live().push(this.clone());
         let template_url = this.url_of(&template);
         {
             let pool = PgPoolOptions::new()
@@ -157,6 +227,11 @@ impl TemplateDatabase {
             .map_err(|e| db_err("instrumenting the template database", e))?;
         let _ = sqlx::Connection::close(conn).await;
         Ok(())
+    }
+
+    /// The databases of killed runs this run dropped when it started.
+    pub fn reaped(&self) -> &[String] {
+        &self.inner.reaped
     }
 
     /// The run's template database name.
@@ -232,6 +307,13 @@ impl TemplateDatabase {
                 action: format!("cloning the template into `{name}`"),
                 source,
             })?;
+            comment(&self.inner.admin, &name, self.inner.key, false)
+                .await
+                .map_err(|source| ProvisionError::Database {
+                    url: redact(self.inner.admin_url.as_str()),
+                    action: format!("commenting `{name}`"),
+                    source,
+                })?;
         }
         Ok(ScenarioDatabase {
             url: self.url_of(&name),
@@ -280,25 +362,118 @@ impl TemplateDatabase {
         self.release_prefetched().await?;
         // Wait for a clone in flight to finish before listing.
         let _guard = self.inner.clone_lock.lock().await;
-        let names: Vec<String> =
-            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1 || '%'")
-                .bind(&self.inner.prefix)
-                .fetch_all(&self.inner.admin)
+        for name in self.names().await? {
+            self.drop_database(&name).await?;
+        }
+        self.finish().await;
+        Ok(())
+    }
+
+    /// Keeps every database of this run (`--keep-databases`): drops only the clones made ahead
+    /// that no scenario took, marks the rest kept so that no later run reaps them, and returns
+    /// their names, the template first.
+    pub async fn keep_all(&self) -> Result<Vec<String>, ProvisionError> {
+        self.release_prefetched().await?;
+        let _guard = self.inner.clone_lock.lock().await;
+        let mut names = self.names().await?;
+        for name in &names {
+            comment(&self.inner.admin, name, self.inner.key, true)
                 .await
                 .map_err(|source| ProvisionError::Database {
                     url: redact(self.inner.admin_url.as_str()),
-                    action: "listing the run's databases".to_owned(),
+                    action: format!("marking `{name}` kept"),
                     source,
                 })?;
-        for name in names {
-            self.drop_database(&name).await?;
         }
-        Ok(())
+        self.finish().await;
+        names.sort_by_key(|n| (!n.ends_with("_template"), n.len(), n.clone()));
+        Ok(names)
+    }
+
+    /// The names of this run's databases.
+    async fn names(&self) -> Result<Vec<String>, ProvisionError> {
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname ~ $1")
+            .bind(format!("^{}{NAME_SUFFIX}", self.inner.prefix))
+            .fetch_all(&self.inner.admin)
+            .await
+            .map_err(|source| ProvisionError::Database {
+                url: redact(self.inner.admin_url.as_str()),
+                action: "listing the run's databases".to_owned(),
+                source,
+            })
+    }
+
+    /// The run is over: no signal handler is to drop its databases, and its lock goes.
+    async fn finish(&self) {
+        live().retain(|t| !Arc::ptr_eq(&t.inner, &self.inner));
+        if let Some(session) = self.inner.lock_session.lock().await.take() {
+            let _ = sqlx::Connection::close(session).await;
+        }
     }
 }
 
+/// Marks `database` as a database of the run `key` (kept on purpose when `kept`).
+async fn comment(admin: &PgPool, database: &str, key: i32, kept: bool) -> Result<(), sqlx::Error> {
+    let text = format!(
+        "{COMMENT_PREFIX}{key}{}",
+        if kept { KEPT_SUFFIX } else { "" }
+    );
+    sqlx::query(AssertSqlSafe(format!(
+        "COMMENT ON DATABASE \"{database}\" IS '{text}'"
+    )))
+    .execute(admin)
+    .await
+    .map(|_| ())
+}
+
+/// Drops the databases of runs that died: those named by a run key no session holds the
+/// advisory lock of, unless their comment is not this run's plain mark (kept databases, or a
+/// database someone else commented). Returns the names dropped.
+async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    let named: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database \
+         WHERE datname ~ $1",
+    )
+    .bind(format!("^rewind_[0-9a-f]{{8}}{NAME_SUFFIX}"))
+    .fetch_all(admin)
+    .await?;
+    if named.is_empty() {
+        return Ok(Vec::new());
+    }
+    let held: Vec<i64> = sqlx::query_scalar(
+        "SELECT objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
+         AND classid::int8 = $1",
+    )
+    .bind(i64::from(LOCK_CLASS))
+    .fetch_all(admin)
+    .await?;
+    let mut dropped = Vec::new();
+    for (name, comment) in named {
+        let Some(key) = name
+            .get("rewind_".len().."rewind_".len() + 8)
+            .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        else {
+            continue;
+        };
+        let ours = comment
+            .as_deref()
+            .is_none_or(|text| text == format!("{COMMENT_PREFIX}{key}"));
+        if !ours || held.contains(&key) {
+            continue;
+        }
+        tracing::info!(database = %name, "dropping a database a killed run left");
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+        )))
+        .execute(admin)
+        .await?;
+        dropped.push(name);
+    }
+    Ok(dropped)
+}
+
 /// The URL with its password replaced, for messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {

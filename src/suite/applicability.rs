@@ -446,17 +446,82 @@ impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
 
     fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
         let applicability = self.applicability;
-        Box::pin(
-            parser::Basic::new()
-                .parse(input, cli)
-                .map(move |feature| feature.map(|f| applicability.adapt(f))),
-        )
+        Box::pin(parser::Basic::new().parse(input, cli).map(move |feature| {
+            feature.map(|mut f| {
+                // cucumber's report trims the project directory off the front of a
+                // path and then every leading `/`, which cuts an absolute path outside
+                // the project (`/tmp/x.feature` became `tmp/x.feature`); a path
+                // relative to the working directory is shown whole.
+                f.path = f.path.map(|p| relative_to_cwd(&p));
+                applicability.adapt(f)
+            })
+        }))
     }
+}
+
+/// `path` relative to the working directory (with `..` where needed), so that it reads the same
+/// in every report and resolves from where the run started; unchanged when it cannot be.
+pub fn relative_to_cwd(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::{Component, PathBuf};
+    let Ok(cwd) = std::env::current_dir() else {
+        return path.to_path_buf();
+    };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    // Lexically normalised: `a/./b/../c` is `a/c` (no symlinks are followed).
+    fn normal(p: &std::path::Path) -> Vec<Component<'_>> {
+        let mut out: Vec<Component> = Vec::new();
+        for c in p.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+    let (target, base) = (normal(&absolute), normal(&cwd));
+    let common = target.iter().zip(&base).take_while(|(a, b)| a == b).count();
+    if common == 0 {
+        return path.to_path_buf();
+    }
+    let mut relative = PathBuf::new();
+    for _ in common..base.len() {
+        relative.push("..");
+    }
+    for c in &target[common..] {
+        relative.push(c.as_os_str());
+    }
+    relative
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn feature_paths_are_shown_relative_to_the_working_directory() {
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            relative_to_cwd(&cwd.join("features/apply.feature")),
+            std::path::PathBuf::from("features/apply.feature")
+        );
+        let outside = relative_to_cwd(std::path::Path::new("/tmp/x/y.feature"));
+        assert!(
+            outside.starts_with("..") && outside.ends_with("tmp/x/y.feature"),
+            "{}",
+            outside.display()
+        );
+        assert_eq!(
+            relative_to_cwd(std::path::Path::new("features/apply.feature")),
+            std::path::PathBuf::from("features/apply.feature")
+        );
+    }
 
     fn shipped() -> BTreeMap<String, Fixture> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");

@@ -7,6 +7,7 @@ mod collector;
 pub mod compat;
 pub mod fault_matrix;
 pub mod readings;
+pub mod selection;
 mod steps;
 mod violations;
 pub mod world;
@@ -32,8 +33,15 @@ pub const EXIT_CLOSED_STDOUT: i32 = 141;
 /// with [`EXIT_CLOSED_STDOUT`] instead of a panic that cucumber's hook would swallow.
 pub struct QuietStdout;
 
+/// Set when a signal interrupted the run: cucumber's report of the scenarios the clean-up cuts
+/// short is noise from then on, so [`QuietStdout`] drops it.
+pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl std::io::Write for QuietStdout {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(buf.len());
+        }
         quiet(std::io::stdout().write(buf))
     }
 

@@ -277,6 +277,7 @@ pub fn main(args: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    crate::exit_with_parent();
     let app = Arc::new(server::App {
         snapshots: config.get("snapshot") != Some(&Value::Bool(false)),
         model: config_model(&config),
