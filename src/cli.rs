@@ -281,7 +281,14 @@ pub fn main() -> ExitCode {
             eprintln!("error: {shown}");
             // Library errors already quote their source; print only causes not yet said.
             for cause in e.chain().skip(1) {
-                let text = cause.to_string();
+                // A server error in the harness's words, without sqlx's `at line N` (a line
+                // of PostgreSQL's C source that reads like one of the user's input).
+                let text = match cause.downcast_ref::<sqlx::Error>() {
+                    Some(error) => {
+                        rewind_conformance::postgres::ProvisionError::describe_driver_error(error)
+                    }
+                    None => cause.to_string(),
+                };
                 if !shown.contains(&text) {
                     eprintln!("  caused by: {text}");
                     shown = text;
@@ -677,10 +684,10 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             })
             .collect();
         anyhow::bail!(
-            "{} rule tag{} name no rule of `{}` (a typo, or a rule to add to the catalog; \
+            "{} rule tag{} no rule of `{}` (a typo, or a rule to add to the catalog; \
              `coverage` lists the rules):\n  {}",
             lines.len(),
-            if lines.len() == 1 { "" } else { "s" },
+            if lines.len() == 1 { " names" } else { "s name" },
             args.paths.catalog.display(),
             lines.join("\n  ")
         );

@@ -30,6 +30,9 @@ pub const LOCK_CLASS: i32 = 0x5257_4e44;
 /// The comment every database of a run carries, followed by the run's key.
 const COMMENT_PREFIX: &str = "rewind-conformance run ";
 
+/// The `application_name` of the sessions a run creates databases with, followed by its key.
+const SESSION_PREFIX: &str = "rewind-conformance ";
+
 /// What follows a run's prefix (`rewind_<key>`) in the names of its databases, as a regex.
 const NAME_SUFFIX: &str = "_(template|s[0-9]+)$";
 
@@ -140,16 +143,6 @@ impl TemplateDatabase {
         .map_err(|_| db_err("connecting", sqlx::Error::PoolTimedOut))?
         .map_err(|e| db_err("connecting", e))?;
         let _ = sqlx::Connection::close(probe).await;
-        let admin = PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect(admin_url)
-            .await
-            .map_err(|e| db_err("connecting", e))?;
-        let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
-            .fetch_one(&admin)
-            .await
-            .map_err(|e| db_err("reading the server version", e))?;
         // A positive, non-zero key: shown the same by pg_locks (as an oid) and in names.
         let key = i32::try_from(uuid::Uuid::new_v4().as_u128() as u32 >> 1).unwrap_or(1) | 1;
         let mut lock_session = <sqlx::PgConnection as sqlx::Connection>::connect(admin_url)
@@ -161,6 +154,23 @@ impl TemplateDatabase {
             .execute(&mut lock_session)
             .await
             .map_err(|e| db_err("taking the run's advisory lock", e))?;
+        // The sessions that create databases say whose they are, so that the run reaping them
+        // after a SIGKILL can end a `CREATE DATABASE` still under way; named only once the lock
+        // is held, so no other run takes them for a dead run's.
+        let options = admin_url
+            .parse::<PgConnectOptions>()
+            .map_err(|e| db_err("parsing the URL", e))?
+            .application_name(&format!("{SESSION_PREFIX}{key}"));
+        let admin = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(|e| db_err("connecting", e))?;
+        let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
+            .fetch_one(&admin)
+            .await
+            .map_err(|e| db_err("reading the server version", e))?;
         let reaped = reap_stale_databases(&admin)
             .await
             .map_err(|e| db_err("dropping the databases of killed runs", e))?;
@@ -430,6 +440,48 @@ async fn comment(admin: &PgPool, database: &str, key: i32, kept: bool) -> Result
 /// advisory lock of, unless their comment is not this run's plain mark (kept databases, or a
 /// database someone else commented). Returns the names dropped.
 async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    let held = |held: &[i64], key: i64| held.contains(&key);
+    let locks = "SELECT objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
+                 AND classid::int8 = $1";
+    let live: Vec<i64> = sqlx::query_scalar(locks)
+        .bind(i64::from(LOCK_CLASS))
+        .fetch_all(admin)
+        .await?;
+    // A killed run's session may still be running its last `CREATE DATABASE`, which would
+    // commit after the listing below: end such sessions and wait until they are gone.
+    let sessions: Vec<(i32, String)> = sqlx::query_as(
+        "SELECT pid, application_name FROM pg_stat_activity WHERE application_name LIKE $1 || '%'",
+    )
+    .bind(SESSION_PREFIX)
+    .fetch_all(admin)
+    .await?;
+    let orphans: Vec<i32> = sessions
+        .into_iter()
+        .filter(|(_, name)| {
+            name.strip_prefix(SESSION_PREFIX)
+                .and_then(|key| key.parse::<i64>().ok())
+                .is_some_and(|key| !held(&live, key))
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    if !orphans.is_empty() {
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
+            .bind(&orphans)
+            .execute(admin)
+            .await?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let left: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                    .bind(&orphans)
+                    .fetch_one(admin)
+                    .await?;
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let named: Vec<(String, Option<String>)> = sqlx::query_as(
         "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database \
          WHERE datname ~ $1",
@@ -440,13 +492,11 @@ async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error
     if named.is_empty() {
         return Ok(Vec::new());
     }
-    let held: Vec<i64> = sqlx::query_scalar(
-        "SELECT objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
-         AND classid::int8 = $1",
-    )
-    .bind(i64::from(LOCK_CLASS))
-    .fetch_all(admin)
-    .await?;
+    // Read again: a run that started meanwhile holds its lock before it makes a database.
+    let live: Vec<i64> = sqlx::query_scalar(locks)
+        .bind(i64::from(LOCK_CLASS))
+        .fetch_all(admin)
+        .await?;
     let mut dropped = Vec::new();
     for (name, comment) in named {
         let Some(key) = name
@@ -458,7 +508,7 @@ async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error
         let ours = comment
             .as_deref()
             .is_none_or(|text| text == format!("{COMMENT_PREFIX}{key}"));
-        if !ours || held.contains(&key) {
+        if !ours || held(&live, key) {
             continue;
         }
         tracing::info!(database = %name, "dropping a database a killed run left");
