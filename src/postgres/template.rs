@@ -465,10 +465,15 @@ async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error
         .map(|(pid, _)| pid)
         .collect();
     if !orphans.is_empty() {
-        sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
-            .bind(&orphans)
-            .execute(admin)
-            .await?;
+        // Another role's sessions may not be ours to end: then their databases stay too.
+        if let Err(e) =
+            sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
+                .bind(&orphans)
+                .execute(admin)
+                .await
+        {
+            tracing::warn!("cannot end the sessions of a killed run: {e}");
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let left: i64 =
@@ -512,12 +517,22 @@ async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error
             continue;
         }
         tracing::info!(database = %name, "dropping a database a killed run left");
-        sqlx::query(AssertSqlSafe(format!(
+        // A database of another role's killed run may not be ours to drop: leave it to them.
+        match sqlx::query(AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
         )))
         .execute(admin)
-        .await?;
-        dropped.push(name);
+        .await
+        {
+            Ok(_) => dropped.push(name),
+            Err(e) => eprintln!(
+                "warning: `{name}` was left by a killed run that this role cannot drop ({}); \
+                 its owner's next run drops it",
+                e.as_database_error()
+                    .map(|d| d.message().to_owned())
+                    .unwrap_or_else(|| e.to_string())
+            ),
+        }
     }
     Ok(dropped)
 }
