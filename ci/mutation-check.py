@@ -84,6 +84,13 @@ MUTATIONS = [
      [("const STREAM_SCRUB_SQL: &str =\n    \"UPDATE im_stream_events SET payload_json = payload_json - $2::text[] ",
        "const STREAM_SCRUB_SQL: &str =\n    \"UPDATE im_stream_events SET payload_json = payload_json - 'x' ")],
      "@rule:apply.scrub-im-stream-events"),
+    # Caught only by the leak scan every completed rewind scenario ends with: no step names
+    # `rewind_operations.plan`, the scan reads every text column the catalog lists.
+    ("operation-plan-quotes-target", LIFECYCLE,
+     [("         VALUES ($1, $2, $3, $4, $5, $6, $7)\",",
+       "         VALUES ($1, $2, $3, $4, $5, $6, $7 || jsonb_build_object('target', \\\n"
+       "         (SELECT content FROM scope_messages WHERE id = $4)))\",")],
+     "@rule:apply.tombstone-suffix"),
     ("conversation-index-kept", SCRUB,
      [("WHERE last_message_id = ANY($1)", "WHERE false AND last_message_id = ANY($1)")],
      "@rule:apply.scrub-im-conversation-index"),

@@ -164,6 +164,10 @@ struct Paths {
     /// The ambiguity register: what the spec leaves open and which readings the steps accept.
     #[arg(long, default_value = "features/ambiguities.yaml")]
     ambiguities: PathBuf,
+    /// The leak scan's allow-list: the columns where the spec lets a rewound message's text
+    /// stay, each with the rule that allows it.
+    #[arg(long, default_value = "features/leak-allow.yaml")]
+    leak_allow: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -419,6 +423,9 @@ fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
         .with_context(|| format!("reading features in `{}`", args.paths.features.display()))?;
     let untestable = Untestable::load(&args.paths.untestable)?;
     let register = Register::load(&args.paths.ambiguities)?;
+    let rule_ids: std::collections::BTreeSet<String> =
+        catalog.rules().iter().map(|r| r.id.clone()).collect();
+    let allow = rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
     let coverage = Coverage::compute(&catalog, &scan);
     let mut failures = coverage.hard_failures();
     failures.extend(register.check(&scan, features_dir(&args.paths.features)));
@@ -462,6 +469,16 @@ fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
             .iter()
             .filter(|e| e.untested.is_some())
             .count()
+    );
+    println!(
+        "{} leak-scan allowances ({})",
+        allow.entries.len(),
+        allow
+            .entries
+            .iter()
+            .map(|e| format!("{}.{}", e.table, e.column))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let strict_gaps =
         args.strict && (!uncovered.is_empty() || !coverage.unasserted_messages.is_empty());
@@ -701,6 +718,10 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     let fixtures = load_fixture_dir(&args.fixtures)?;
+    let rule_ids: std::collections::BTreeSet<String> =
+        catalog.rules().iter().map(|r| r.id.clone()).collect();
+    let leak_allow =
+        rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
     let selected =
         crate::suite::selection::select(&scan.files, filters.tags.as_ref(), filters.name.as_ref())?;
     if selected.is_empty() {
@@ -781,7 +802,15 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
-    let outcome = run_on_server(&args, &server, sut, profile, catalog, register, fixtures).await;
+    let outcome = run_on_server(
+        &args,
+        &server,
+        sut,
+        profile,
+        (catalog, register, leak_allow),
+        fixtures,
+    )
+    .await;
     let kept_server = if args.keep_databases && outcome.is_ok() {
         server.keep()
     } else {
@@ -873,6 +902,8 @@ struct RunStats {
     parsed: Vec<(String, String)>,
     /// The databases `--keep-databases` kept, with their URLs.
     kept: Vec<(String, String)>,
+    /// How long each leak scan took.
+    scans: Vec<Duration>,
 }
 
 async fn run_on_server(
@@ -880,8 +911,7 @@ async fn run_on_server(
     server: &PostgresServer,
     sut: Arc<dyn SystemUnderTest>,
     profile: CapabilityProfile,
-    catalog: Catalog,
-    register: Register,
+    (catalog, register, leak_allow): (Catalog, Register, rewind_conformance::leak_scan::AllowList),
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
     let template =
@@ -932,6 +962,9 @@ async fn run_on_server(
         register,
         readings: Mutex::new(Default::default()),
         codes: Mutex::new(Default::default()),
+        leak_allow,
+        leaks: Mutex::new(Default::default()),
+        scan_times: Mutex::new(Vec::new()),
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
@@ -944,6 +977,9 @@ async fn run_on_server(
     let report = run_suite(&options, Arc::clone(&context))
         .await
         .map(|mut report| {
+            if let Ok(leaks) = context.leaks.lock() {
+                report.mark_leaks(&leaks);
+            }
             if let Ok(violations) = context.violations.lock() {
                 report.mark_violations(&violations);
             }
@@ -975,6 +1011,11 @@ async fn run_on_server(
         .lock()
         .map(|t| t.clone())
         .unwrap_or_default();
+    let scans = context
+        .scan_times
+        .lock()
+        .map(|t| t.clone())
+        .unwrap_or_default();
     let faults = context
         .fault_results
         .lock()
@@ -990,6 +1031,7 @@ async fn run_on_server(
             profile: applicability.profile().describe(),
             parsed: applicability.parsed(),
             kept,
+            scans,
         },
     ))
 }
@@ -1077,6 +1119,25 @@ fn print_summary(
             "  scenario isolation over {} scenarios: median clone {clone:.1} ms (made ahead), \
              median wait + seed {wait:.1} ms",
             stats.isolation.len()
+        );
+    }
+    let scans = median(stats.scans.clone());
+    if let Some(scan) = scans {
+        let leaking = report
+            .record
+            .features
+            .values()
+            .flat_map(|f| &f.scenarios)
+            .filter(|s| {
+                s.failure
+                    .as_deref()
+                    .is_some_and(|f| f.starts_with(crate::suite::LEAK_PREFIX))
+            })
+            .count();
+        println!(
+            "  leak scan after {} scenarios with a completed rewind: median {scan:.1} ms, {leaking} \
+             with rewound text left behind",
+            stats.scans.len()
         );
     }
     let mut exercised = std::collections::BTreeSet::new();

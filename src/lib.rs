@@ -10,6 +10,7 @@ pub mod expectations;
 pub mod fixtures;
 pub mod input_file;
 pub mod inspect;
+pub mod leak_scan;
 pub mod leftovers;
 pub mod mocks;
 pub mod postgres;

@@ -1047,6 +1047,30 @@ async fn exit_3_for_a_scenario_naming_a_fixture_that_does_not_exist() {
 }
 
 #[tokio::test]
+async fn exit_3_for_a_leak_allowance_naming_an_unknown_rule() {
+    let inputs = Scratch::new("leak-allow");
+    let path = inputs.path().join("leak-allow.yaml");
+    std::fs::write(
+        &path,
+        "version: 1\nallowed:\n  - table: scope_fanout_outbox\n    column: payload\n    \
+         rules: [apply.no-such-rule]\n    reason: a typo\n",
+    )
+    .expect("allow-list written");
+    let file = path.to_str().expect("a UTF-8 path");
+    expect_refusal(
+        &["--leak-allow", file, "--name", ONE],
+        &[],
+        3,
+        &[
+            &format!("{file}:3:5"),
+            "rule `apply.no-such-rule` is not in the catalog",
+        ],
+        None,
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn exit_3_for_a_pg_bin_without_postgresql() {
     expect_refusal(
         &["--name", ONE],

@@ -65,6 +65,9 @@ pub fn end_on_closed_stdout() -> ! {
     std::process::exit(EXIT_CLOSED_STDOUT)
 }
 
+/// How a leak scan's failure starts.
+pub const LEAK_PREFIX: &str = "the leak scan found rewound text left behind";
+
 /// What to run and where to write.
 #[derive(Debug, Clone)]
 pub struct SuiteOptions {
@@ -205,6 +208,26 @@ impl SuiteReport {
         out
     }
 
+    /// Fails the scenarios (by feature path and line) whose leak scan found rewound text left
+    /// behind; a scenario that failed already keeps its first failure.
+    pub fn mark_leaks(&mut self, leaks: &std::collections::BTreeMap<(String, usize), Vec<String>>) {
+        for (path, feature) in &mut self.record.features {
+            for scenario in &mut feature.scenarios {
+                let Some(found) = leaks.get(&(path.clone(), scenario.line)) else {
+                    continue;
+                };
+                if found.is_empty() || scenario.verdict != Verdict::Passed {
+                    continue;
+                }
+                scenario.verdict = Verdict::Failed;
+                scenario.failure = Some(format!(
+                    "{LEAK_PREFIX} (features/leak-allow.yaml lists where the spec allows it):\n  {}",
+                    found.join("\n  ")
+                ));
+            }
+        }
+    }
+
     /// Marks the scenarios (by feature path and line) that met protocol violations.
     pub fn mark_violations(
         &mut self,
@@ -283,6 +306,17 @@ pub async fn run_suite(
             let key = (collector::feature_path(feature), scenario.position.line);
             Box::pin(async move {
                 if let Some(world) = world {
+                    // The leak scan, before the teardown drops the database.
+                    if let (Some((found, took)), Ok(ctx)) =
+                        (world.leak_scan().await, world::context())
+                    {
+                        if let Ok(mut times) = ctx.scan_times.lock() {
+                            times.push(took);
+                        }
+                        if let Ok(mut all) = ctx.leaks.lock() {
+                            all.insert(key.clone(), found);
+                        }
+                    }
                     // The runtimes' answers, before the teardown removes their journals.
                     let observed = world.compat_observations();
                     if let (false, Ok(ctx)) = (observed.is_empty(), world::context()) {

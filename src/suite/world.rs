@@ -54,6 +54,12 @@ pub struct RunContext {
     pub readings: Mutex<Readings>,
     /// The refusal codes the implementation has answered so far.
     pub codes: Mutex<CodeTable>,
+    /// Where the spec lets a rewound message's text stay (the leak scan's allow-list).
+    pub leak_allow: rewind_conformance::leak_scan::AllowList,
+    /// Per scenario (feature path, line): what the leak scan found after its rewind.
+    pub leaks: Mutex<BTreeMap<(String, usize), Vec<String>>>,
+    /// How long each leak scan took.
+    pub scan_times: Mutex<Vec<Duration>>,
 }
 
 impl RunContext {
@@ -126,6 +132,9 @@ pub struct RewindWorld {
     pub log_mark: Option<i64>,
     /// Every realtime event the implementation published during the scenario.
     pub events: Vec<RealtimeEvent>,
+    /// How many of `events` had been collected when the last rewind had answered: the later
+    /// ones were published after it (the leak scan reads them).
+    pub events_mark: Option<usize>,
     /// The last message sent in live mode.
     pub sent: Option<SentMessage>,
     /// A transaction the harness holds open (row locks) to stage a race.
@@ -311,6 +320,98 @@ impl RewindWorld {
         let events = self.attached()?.api.take_events().await?;
         self.events.extend(events);
         Ok(())
+    }
+
+    /// The leak scan, after a scenario in which messages were rewound: every text column of the
+    /// database (outside the allow-list), the rewind answers and the realtime payloads published
+    /// after the last rewind must be free of the canaries of every rewound message. `None` when
+    /// no message was rewound (nothing to scan); else the findings and how long the scan took.
+    pub async fn leak_scan(&self) -> Option<(Vec<String>, Duration)> {
+        let started = std::time::Instant::now();
+        let result = self.leak_scan_inner().await;
+        let findings = match result {
+            Ok(None) => return None,
+            Ok(Some(findings)) => findings,
+            Err(e) => vec![format!("the leak scan could not run: {e:#}")],
+        };
+        Some((findings, started.elapsed()))
+    }
+
+    async fn leak_scan_inner(&self) -> anyhow::Result<Option<Vec<String>>> {
+        use rewind_conformance::leak_scan::{canaries_in, scan, scan_payloads};
+        let Ok(pool) = self.pool() else {
+            return Ok(None);
+        };
+        let ctx = context()?;
+        let mut conn = pool.acquire().await.context("acquiring a connection")?;
+        let rewound: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM scope_messages WHERE metadata #>> '{messageRecall,status}' = 'rewound'",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the rewound messages")?;
+        if rewound.is_empty() {
+            return Ok(None);
+        }
+        // What each message said before it was rewound: the fixture, the live messages the
+        // scenario sent, the database just before the last rewind.
+        let mut said: Vec<(String, String)> = Vec::new();
+        if let Some(fixture) = self.fixture.as_ref().and_then(|f| ctx.fixtures.get(f)) {
+            said.extend(
+                fixture
+                    .messages()
+                    .map(|m| (m.id.clone(), m.content.clone())),
+            );
+        }
+        said.extend(
+            self.deliveries
+                .iter()
+                .map(|d| (d.message_id.clone(), d.content.clone())),
+        );
+        if let Some(before) = &self.before {
+            for row in before.tables.get("scope_messages").into_iter().flatten() {
+                if let Ok(row) = serde_json::from_str::<serde_json::Value>(row) {
+                    if let (Some(id), Some(content)) = (
+                        row.get("id").and_then(|v| v.as_str()),
+                        row.get("content").and_then(|v| v.as_str()),
+                    ) {
+                        said.push((id.to_owned(), content.to_owned()));
+                    }
+                }
+            }
+        }
+        let canaries: std::collections::BTreeSet<String> = said
+            .iter()
+            .filter(|(id, _)| rewound.contains(id))
+            .flat_map(|(_, content)| canaries_in(content))
+            .collect();
+        if canaries.is_empty() {
+            return Ok(None);
+        }
+        let mut findings: Vec<String> = scan(&mut conn, &canaries, &ctx.leak_allow)
+            .await
+            .context("scanning the database")?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut seen: Vec<(String, String)> = Vec::new();
+        if let Some((_, response)) = &self.last {
+            seen.push((
+                "the rewind's answer".to_owned(),
+                serde_json::to_string(response).unwrap_or_default(),
+            ));
+        }
+        let after = self.events_mark.unwrap_or(self.events.len());
+        for (i, event) in self.events.iter().enumerate() {
+            if i >= after || event.name == "conversation:rewound" {
+                seen.push((
+                    format!("the realtime `{}` on `{}`", event.name, event.scope_id),
+                    event.payload.to_string(),
+                ));
+            }
+        }
+        findings.extend(scan_payloads(&seen, &canaries));
+        Ok(Some(findings))
     }
 
     /// Captures the whole database.

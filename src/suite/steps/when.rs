@@ -61,7 +61,9 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
             )
         })??;
     world.last = Some((request, response));
-    world.collect_events().await
+    world.collect_events().await?;
+    world.events_mark = Some(world.events.len());
+    Ok(())
 }
 
 /// `When human "alice" starts rewinding to before message "n-4"`: in the background, so that a
@@ -100,7 +102,9 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
         })?
         .context("the started rewind panicked")??;
     world.last = Some((request, response));
-    world.collect_events().await
+    world.collect_events().await?;
+    world.events_mark = Some(world.events.len());
+    Ok(())
 }
 
 /// A rewind of `message`'s own scope by `actor`.
