@@ -91,6 +91,12 @@ MUTATIONS = [
        "         VALUES ($1, $2, $3, $4, $5, $6, $7 || jsonb_build_object('target', \\\n"
        "         (SELECT content FROM scope_messages WHERE id = $4)))\",")],
      "@rule:apply.tombstone-suffix"),
+    # Also caught by the leak scan alone: the attachment names a stream payload keeps carry
+    # their message's canary (the scenario of this tag checks activity events, not streams).
+    ("stream-attachments-kept", SCRUB,
+     [("const CONTENT_KEYS: [&str; 8] = [\n    \"content\",\n    \"attachments\",",
+       "const CONTENT_KEYS: [&str; 7] = [\n    \"content\",")],
+     "@rule:apply.suppress-activity-events"),
     ("conversation-index-kept", SCRUB,
      [("WHERE last_message_id = ANY($1)", "WHERE false AND last_message_id = ANY($1)")],
      "@rule:apply.scrub-im-conversation-index"),
