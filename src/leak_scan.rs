@@ -223,19 +223,23 @@ pub async fn text_columns(conn: &mut PgConnection) -> Result<Vec<TextColumn>, sq
         .collect())
 }
 
-/// The primary key columns of `table` (empty without one).
-async fn primary_key(conn: &mut PgConnection, table: &str) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT a.attname::text FROM pg_index i \
+/// The primary key columns of every table of the `public` schema that has one.
+async fn primary_keys(
+    conn: &mut PgConnection,
+) -> Result<BTreeMap<String, Vec<String>>, sqlx::Error> {
+    let rows: Vec<(String, Vec<String>)> = sqlx::query_as(
+        "SELECT c.relname::text, \
+                array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum)) \
+         FROM pg_index i \
          JOIN pg_class c ON c.oid = i.indrelid \
          JOIN pg_namespace n ON n.oid = c.relnamespace \
          JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) \
-         WHERE i.indisprimary AND n.nspname = 'public' AND c.relname = $1 \
-         ORDER BY array_position(i.indkey::int2[], a.attnum)",
+         WHERE i.indisprimary AND n.nspname = 'public' \
+         GROUP BY c.relname",
     )
-    .bind(table)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows.into_iter().collect())
 }
 
 /// A row the search matched: its key, its text columns (in order), the whole row.
@@ -265,9 +269,16 @@ pub async fn scan(
                 .push(column.column);
         }
     }
+    let keys = primary_keys(conn).await?;
     let mut leaks = Vec::new();
     for (table, columns) in by_table {
-        let key = primary_key(conn, &table).await?;
+        let key: Vec<String> = keys
+            .get(&table)
+            .into_iter()
+            .flatten()
+            .filter(|k| is_identifier(k))
+            .cloned()
+            .collect();
         let key_sql = if key.is_empty() {
             "to_jsonb(t)".to_owned()
         } else {
