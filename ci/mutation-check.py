@@ -97,6 +97,13 @@ MUTATIONS = [
      [("const CONTENT_KEYS: [&str; 8] = [\n    \"content\",\n    \"attachments\",",
        "const CONTENT_KEYS: [&str; 7] = [\n    \"content\",")],
      "@rule:apply.suppress-activity-events"),
+    # Sync takes a projection row for an authority: only a scenario that plants a stale search
+    # document after the rewind tells (the scrub removes the fixture's own).
+    ("sync-trusts-search-docs", READS,
+     [("         WHERE m.scope_id = $1 AND m.seq > $2 AND {MESSAGE_NOT_REWOUND_SQL} \\",
+       "         WHERE m.scope_id = $1 AND m.seq > $2 AND ({MESSAGE_NOT_REWOUND_SQL} \\\n"
+       "         OR EXISTS (SELECT 1 FROM scope_message_search_docs d WHERE d.message_id = m.id)) \\")],
+     "@rule:surface.sync-authority"),
     ("conversation-index-kept", SCRUB,
      [("WHERE last_message_id = ANY($1)", "WHERE false AND last_message_id = ANY($1)")],
      "@rule:apply.scrub-im-conversation-index"),

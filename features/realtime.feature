@@ -93,6 +93,18 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     And human "bob" has 0 unread messages in scope "ch-notes"
     And human "alice" has 0 unread messages in scope "ch-notes"
 
+  @rule:surface.sync-authority @rule:surface.stale-reference-no-revival
+  Scenario: stale rows and a cursor from before the rewind do not bring a rewound message back into message sync
+    Given the conversation "projections-human-suffix"
+    When human "alice" rewinds to before message "n-4"
+    Then the rewind completes
+    Given stale rows still name the rewound message "n-5"
+    When human "bob" syncs scope "ch-notes" after seq 0
+    Then the sync page holds messages "n-1, n-2, n-3" and the rewind notice
+    And the sync page holds no tombstone
+    When human "bob" syncs scope "ch-notes" after seq 5
+    Then the sync page holds messages "" and the rewind notice
+
   @rule:realtime.sync-no-tombstone-page @rule:sem.rewound-invisible-everywhere
   Scenario: message sync after a rewind returns the visible messages and no tombstone page
     Given the conversation "projections-human-suffix"

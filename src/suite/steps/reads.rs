@@ -2,7 +2,7 @@
 //! read API reports them.
 
 use anyhow::{anyhow, ensure, Context as _};
-use cucumber::{then, when};
+use cucumber::{given, then, when};
 use rewind_conformance::sut::{ReadState, SyncRequest};
 
 use super::id_list;
@@ -20,6 +20,86 @@ async fn member_read_state(
         .read_state(scope, user)
         .await?
         .ok_or_else(|| anyhow!("human `{user}` is not a member of scope `{scope}`"))
+}
+
+/// Rows that still name a rewound message after its rewind, as a projection rebuilt late, a
+/// replayed stream or old evidence would leave them: an unconsumed activity event, a pending
+/// outbox row, a durable stream event and a search document. None of them is an authority for
+/// transcript visibility (spec 6.1.1), so no read surface may bring the message back. They
+/// carry the message's id and no text of it, so the leak scan has nothing to say about them.
+#[given(regex = r#"^stale rows still name the rewound message "([^"]+)"$"#)]
+async fn stale_rows(world: &mut RewindWorld, message: String) -> anyhow::Result<()> {
+    let message = world.resolve(&message);
+    let pool = world.pool()?.clone();
+    let row: Option<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT m.scope_id, s.workspace_id, m.metadata #>> '{messageRecall,status}' \
+         FROM scope_messages m JOIN scopes s ON s.id = m.scope_id WHERE m.id = $1",
+    )
+    .bind(&message)
+    .fetch_optional(&pool)
+    .await
+    .context("reading the message")?;
+    let (scope, workspace, status) =
+        row.ok_or_else(|| anyhow!("message `{message}` does not exist"))?;
+    ensure!(
+        status.as_deref() == Some("rewound"),
+        "message `{message}` is not rewound (status {status:?}); plant stale rows after a rewind"
+    );
+    let recipient: Option<String> = sqlx::query_scalar(
+        "SELECT user_id FROM scope_memberships WHERE scope_id = $1 AND user_id IS NOT NULL \
+         ORDER BY user_id LIMIT 1",
+    )
+    .bind(&scope)
+    .fetch_optional(&pool)
+    .await
+    .context("finding a member")?;
+    let mut tx = pool.begin().await.context("opening a transaction")?;
+    let payload = serde_json::json!({ "messageId": message });
+    sqlx::query(
+        "INSERT INTO scope_activity_events (scope_id, message_id, kind, status, payload) \
+         VALUES ($1, $2, 'message.created', 'pending', $3)",
+    )
+    .bind(&scope)
+    .bind(&message)
+    .bind(&payload)
+    .execute(&mut *tx)
+    .await
+    .context("planting an activity event")?;
+    sqlx::query(
+        "INSERT INTO im_stream_events (workspace_id, scope_id, message_id, event_type, \
+         payload_json) VALUES ($1, $2, $3, 'message.created', $4)",
+    )
+    .bind(&workspace)
+    .bind(&scope)
+    .bind(&message)
+    .bind(&payload)
+    .execute(&mut *tx)
+    .await
+    .context("planting a stream event")?;
+    sqlx::query(
+        "INSERT INTO scope_message_search_docs (message_id, scope_id, body) \
+         VALUES ($1, $2, 'a search document rebuilt late') ON CONFLICT (message_id) DO NOTHING",
+    )
+    .bind(&message)
+    .bind(&scope)
+    .execute(&mut *tx)
+    .await
+    .context("planting a search document")?;
+    if let Some(user) = recipient {
+        sqlx::query(
+            "INSERT INTO scope_fanout_outbox (scope_id, message_id, recipient_kind, \
+             recipient_id, status, payload) VALUES ($1, $2, 'human', $3, 'pending', $4)",
+        )
+        .bind(&scope)
+        .bind(&message)
+        .bind(&user)
+        .bind(&payload)
+        .execute(&mut *tx)
+        .await
+        .context("planting an outbox row")?;
+    }
+    tx.commit().await.context("committing the stale rows")?;
+    Ok(())
 }
 
 /// `Then human "bob" has 0 unread messages in scope "ch-notes"`.
