@@ -309,7 +309,9 @@ pub async fn scan(
         for (row_key, values, whole) in rows {
             for (column, value) in columns.iter().zip(values) {
                 let Some(value) = value else { continue };
-                for canary in canaries.iter().filter(|c| value.contains(c.as_str())) {
+                // Whole tokens only: `CANARY-a1` is not found in `CANARY-a12`.
+                let tokens = canaries_in(&value);
+                for canary in canaries.iter().filter(|c| tokens.contains(c)) {
                     if allowed(allow.find(&table, column), &whole.0) {
                         continue;
                     }
@@ -367,7 +369,8 @@ pub fn canaries_in(text: &str) -> Vec<String> {
 pub fn scan_payloads(seen: &[(String, String)], canaries: &BTreeSet<String>) -> Vec<String> {
     let mut leaks = Vec::new();
     for (label, text) in seen {
-        for canary in canaries.iter().filter(|c| text.contains(c.as_str())) {
+        let tokens = canaries_in(text);
+        for canary in canaries.iter().filter(|c| tokens.contains(c)) {
             leaks.push(format!("{label} holds `{canary}`"));
         }
     }
@@ -475,7 +478,7 @@ mod tests {
         sqlx::raw_sql(
             "CREATE TABLE search_docs (message_id text PRIMARY KEY, body text, meta jsonb);
              INSERT INTO search_docs VALUES
-                 ('m1', 'kept CANARY-keep-1', '{}'),
+                 ('m1', 'kept CANARY-keep-1, not CANARY-gone-3x', '{}'),
                  ('m3', '', '{\"snippet\": \"was CANARY-gone-3\"}');
              CREATE TABLE outbox (id int PRIMARY KEY, status text, payload jsonb);
              INSERT INTO outbox VALUES (1, 'delivered', '{\"c\": \"CANARY-gone-3\"}'),
@@ -534,6 +537,10 @@ mod tests {
         let canaries: BTreeSet<String> = ["CANARY-gone-3".to_owned()].into_iter().collect();
         let seen = vec![
             ("rewind response".to_owned(), "{\"ok\":true}".to_owned()),
+            (
+                "another message's canary".to_owned(),
+                "{\"content\":\"CANARY-gone-31\"}".to_owned(),
+            ),
             (
                 "realtime `message.updated` on `dm-1`".to_owned(),
                 "{\"content\":\"CANARY-gone-3\"}".to_owned(),
