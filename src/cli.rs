@@ -556,6 +556,8 @@ fn install_signal_handlers(choice: &PostgresChoice) {
                 }
             }
             stop_all_embedded();
+            // Anything a scenario started while the databases were being dropped.
+            rewind_conformance::mocks::stop_all_mocks();
             if container {
                 if number == libc::SIGHUP {
                     // SAFETY: `raise` has no memory effects; the watchdog handles SIGTERM.

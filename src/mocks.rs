@@ -130,9 +130,28 @@ fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
     }
 }
 
-/// Kills every OpenCode server and removes every mock directory this process still holds. For
-/// an interrupted run (Ctrl-C), which exits without running destructors.
+/// Set by [`stop_all_mocks`]: no mock starts after it (a scenario still running while an
+/// interrupted run drops its databases must not make new directories).
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Refuses to start anything once the run is stopping; `dir`, just made, is removed.
+fn refuse_when_stopping(dir: &Path) -> Result<(), MockError> {
+    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        live(|l| l.dirs.retain(|d| d != dir));
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(MockError::Io {
+            action: "starting mock runtimes".to_owned(),
+            source: std::io::Error::other("the run is being interrupted"),
+        });
+    }
+    Ok(())
+}
+
+/// Kills every OpenCode server and removes every mock directory this process still holds, and
+/// refuses every later start. For an interrupted run, which exits without running destructors;
+/// safe to call again.
 pub fn stop_all_mocks() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
     let (dirs, pids) = live(|l| (std::mem::take(&mut l.dirs), std::mem::take(&mut l.pids)));
     for pid in pids {
         if let Ok(pid) = libc::pid_t::try_from(pid) {
@@ -177,6 +196,7 @@ impl MockPrograms {
         }
         let bin = dir.keep();
         live(|l| l.dirs.push(bin.clone()));
+        refuse_when_stopping(&bin)?;
         Ok(MockPrograms { bin })
     }
 
@@ -312,6 +332,7 @@ impl MockRuntimes {
             .map_err(io("creating the mock runtime directory"))?;
         crate::leftovers::claim(root.path()).map_err(io("claiming the mock runtime directory"))?;
         live(|l| l.dirs.push(root.path().to_path_buf()));
+        refuse_when_stopping(root.path())?;
         let mut mocks = MockRuntimes {
             root,
             codex_program: programs.program(MockRuntime::Codex),
@@ -502,11 +523,14 @@ impl MockRuntimes {
         .await
         .map_err(io("starting the mock opencode server"))?;
         let pid = server.pid();
+        live(|l| l.pids.extend(pid));
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            stop_all_mocks();
+        }
         if let Some(pid) = pid {
             crate::leftovers::record_process(self.root.path(), pid)
                 .map_err(io("recording the mock opencode server"))?;
         }
-        live(|l| l.pids.extend(pid));
         self.opencode = Some(server);
         Ok(())
     }
