@@ -255,7 +255,7 @@ fn advice(code: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use sqlx::Connection;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -309,8 +309,9 @@ mod tests {
         format!("postgres://nobody@127.0.0.1:{port}/x?sslmode=disable")
     }
 
-    /// The driver error of connecting to a server that refuses with `fields`.
-    async fn refusal(fields: &'static [(u8, &'static str)]) -> (String, sqlx::Error) {
+    /// The driver error of connecting to a server that refuses with `fields` (also for the
+    /// other modules' tests of server errors).
+    pub(crate) async fn refusal(fields: &'static [(u8, &'static str)]) -> (String, sqlx::Error) {
         let url = refusing_server(fields).await;
         let error = sqlx::PgConnection::connect(&url)
             .await

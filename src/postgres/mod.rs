@@ -19,6 +19,8 @@ pub use container::ContainerPostgres;
 pub use embedded::{
     find_pg_bindir, reap_leftovers, stop_all_embedded, EmbeddedCluster, KeptCluster,
 };
+#[cfg(test)]
+pub(crate) use error::tests as error_tests;
 pub use error::{ProvisionError, HOW_TO_PROVIDE};
 pub use template::{drop_all_live, redact, ScenarioDatabase, TemplateDatabase, LOCK_CLASS};
 

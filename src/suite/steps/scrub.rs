@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use anyhow::{anyhow, bail, ensure, Context as _};
 use cucumber::then;
 use rewind_conformance::inspect::{line_diff, writes_since, DbSnapshot};
+use rewind_conformance::leak_scan::canaries_in as canaries;
 
 use super::id_list;
 use crate::suite::world::RewindWorld;
@@ -25,21 +26,6 @@ const PROJECTION_TABLES: &[&str] = &[
     "im_stream_events",
     "im_conversation_index",
 ];
-
-/// The `CANARY-...` tokens in `text`.
-fn canaries(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("CANARY-") {
-        let token: String = rest[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .collect();
-        rest = &rest[at + token.len()..];
-        out.push(token);
-    }
-    out
-}
 
 /// The message rows of a snapshot as JSON objects.
 pub(super) fn message_rows(snapshot: &DbSnapshot) -> Vec<serde_json::Value> {
@@ -209,20 +195,6 @@ async fn transcript_last(world: &mut RewindWorld) -> anyhow::Result<()> {
         late.join("\n")
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::canaries;
-
-    #[test]
-    fn finds_every_canary() {
-        assert_eq!(
-            canaries("a CANARY-nt-44d3, b CANARY-x1 end"),
-            vec!["CANARY-nt-44d3", "CANARY-x1"]
-        );
-        assert!(canaries("none").is_empty());
-    }
 }
 
 /// The keys that carry content in a durable stream event or a conversation index projection
