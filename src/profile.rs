@@ -36,12 +36,47 @@ use serde_saphyr::Spanned;
 pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
 
 /// Every optional surface, each also a cargo feature: the member read state (cursor, visible
-/// tail, unread count), message sync, the recovery point GC, and live delivery to agent runtimes.
-pub const SURFACES: [&str; 4] = [
+/// tail, unread count), message sync, the recovery point GC, live delivery to agent runtimes,
+/// and each read surface of the driver protocol's `read` ([`READ_SURFACES`]).
+pub const SURFACES: [&str; 19] = [
     "read-state",
     "message-sync",
     "recovery-point-gc",
     "delivery",
+    "history",
+    "message",
+    "search",
+    "receive",
+    "root-context",
+    "source-context",
+    "share-cards",
+    "pins",
+    "reactions",
+    "attachment",
+    "attachment-download",
+    "diagnostics",
+    "diagnostics-preview",
+    "stream",
+    "conversation-index",
+];
+
+/// The read surfaces (`ReadSurface` names on the wire), which are also [`SURFACES`].
+pub const READ_SURFACES: [&str; 15] = [
+    "history",
+    "message",
+    "search",
+    "receive",
+    "root-context",
+    "source-context",
+    "share-cards",
+    "pins",
+    "reactions",
+    "attachment",
+    "attachment-download",
+    "diagnostics",
+    "diagnostics-preview",
+    "stream",
+    "conversation-index",
 ];
 
 /// What an implementation declares it supports.
@@ -106,6 +141,21 @@ impl CapabilityProfile {
             ("message-sync", cfg!(feature = "message-sync")),
             ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
             ("delivery", cfg!(feature = "delivery")),
+            ("history", cfg!(feature = "history")),
+            ("message", cfg!(feature = "message")),
+            ("search", cfg!(feature = "search")),
+            ("receive", cfg!(feature = "receive")),
+            ("root-context", cfg!(feature = "root-context")),
+            ("source-context", cfg!(feature = "source-context")),
+            ("share-cards", cfg!(feature = "share-cards")),
+            ("pins", cfg!(feature = "pins")),
+            ("reactions", cfg!(feature = "reactions")),
+            ("attachment", cfg!(feature = "attachment")),
+            ("attachment-download", cfg!(feature = "attachment-download")),
+            ("diagnostics", cfg!(feature = "diagnostics")),
+            ("diagnostics-preview", cfg!(feature = "diagnostics-preview")),
+            ("stream", cfg!(feature = "stream")),
+            ("conversation-index", cfg!(feature = "conversation-index")),
         ];
         let pick = |names: &[&str]| {
             on.iter()
@@ -316,7 +366,8 @@ mod tests {
             feature = "read-state",
             feature = "message-sync",
             feature = "recovery-point-gc",
-            feature = "delivery"
+            feature = "delivery",
+            feature = "read-surfaces"
         )) {
             let compiled = CapabilityProfile::compiled();
             let all = CapabilityProfile::everything();

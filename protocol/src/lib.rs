@@ -400,6 +400,201 @@ pub struct SyncPage {
     pub has_more: bool,
 }
 
+/// `POST /v1/sessions/{sessionId}/read`: one read through one of the spec's read surfaces, as
+/// `reader` would make it through the implementation's own API (spec 1 and 6.1.1).
+///
+/// Every surface answers with the messages it shows. A rewound message does not exist for any of
+/// them: it is never shown, and reading it by id is `not_found`, exactly like an id that never
+/// existed. A recalled message stays a placeholder (`recalled: true`) where the surface shows
+/// placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadRequest {
+    /// Which surface to read.
+    pub surface: ReadSurface,
+    /// Who reads: a human or an agent, who must be a member of `scopeId`.
+    pub reader: Actor,
+    /// The scope read (for a message or attachment read, the scope it belongs to).
+    pub scope_id: String,
+    /// The message, for `message`, `reactions`, `source-context`, `diagnostics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// The attachment, for `attachment` and `attachment-download`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment_id: Option<String>,
+    /// The search text, for `search`: a message matches when its content holds every word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Where a paged surface (`history`, `stream`) resumes: a `nextCursor` this implementation
+    /// returned earlier, or absent for the first page. Opaque to the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// At most this many messages (paged surfaces), 1 or more; the implementation's default when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+}
+
+/// The read surfaces of spec section 1, each as a user or agent meets it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadSurface {
+    /// The scope's transcript, oldest first, paged (`cursor`, `limit`); recalled messages as
+    /// placeholders.
+    History,
+    /// One message by id (`messageId`).
+    Message,
+    /// The scope's messages whose content holds every word of `query`.
+    Search,
+    /// What the reader receives: visible messages after the reader's read position that someone
+    /// else wrote, as a daemon fetches them for an agent.
+    Receive,
+    /// The root message of a reply-thread scope (empty for other scopes).
+    RootContext,
+    /// The messages that message `messageId` cites (its sources).
+    SourceContext,
+    /// The share cards shown in the scope (shared into it or from it), with their action state.
+    ShareCards,
+    /// The scope's pinned messages.
+    Pins,
+    /// The reactions on message `messageId`.
+    Reactions,
+    /// The read-check of attachment `attachmentId`: may the reader see it, and what it is.
+    Attachment,
+    /// The download of attachment `attachmentId`.
+    AttachmentDownload,
+    /// The delivery diagnostics of message `messageId`.
+    Diagnostics,
+    /// The scope's diagnostics preview: its recent messages with their delivery state.
+    DiagnosticsPreview,
+    /// The durable stream replay of the scope, oldest first, paged (`cursor`, `limit`).
+    Stream,
+    /// The reader's conversation-index entry for the scope (its last message and preview).
+    ConversationIndex,
+}
+
+impl ReadSurface {
+    /// Every surface, in the order above.
+    pub const ALL: [ReadSurface; 15] = [
+        ReadSurface::History,
+        ReadSurface::Message,
+        ReadSurface::Search,
+        ReadSurface::Receive,
+        ReadSurface::RootContext,
+        ReadSurface::SourceContext,
+        ReadSurface::ShareCards,
+        ReadSurface::Pins,
+        ReadSurface::Reactions,
+        ReadSurface::Attachment,
+        ReadSurface::AttachmentDownload,
+        ReadSurface::Diagnostics,
+        ReadSurface::DiagnosticsPreview,
+        ReadSurface::Stream,
+        ReadSurface::ConversationIndex,
+    ];
+
+    /// Its name on the wire (`root-context`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadSurface::History => "history",
+            ReadSurface::Message => "message",
+            ReadSurface::Search => "search",
+            ReadSurface::Receive => "receive",
+            ReadSurface::RootContext => "root-context",
+            ReadSurface::SourceContext => "source-context",
+            ReadSurface::ShareCards => "share-cards",
+            ReadSurface::Pins => "pins",
+            ReadSurface::Reactions => "reactions",
+            ReadSurface::Attachment => "attachment",
+            ReadSurface::AttachmentDownload => "attachment-download",
+            ReadSurface::Diagnostics => "diagnostics",
+            ReadSurface::DiagnosticsPreview => "diagnostics-preview",
+            ReadSurface::Stream => "stream",
+            ReadSurface::ConversationIndex => "conversation-index",
+        }
+    }
+
+    /// The surface named `name` on the wire.
+    pub fn from_name(name: &str) -> Option<ReadSurface> {
+        ReadSurface::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// What a read answered. Not finding a message or attachment, and refusing a bad read, are
+/// answers (status 200), not errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReadAnswer {
+    /// The surface answered.
+    Found {
+        /// Every message the answer shows, in the surface's order: the transcript's messages,
+        /// the hits, the cited or root message, the message a card, reaction, attachment,
+        /// diagnostic, stream event or index entry is about. A message shown twice is listed
+        /// once.
+        messages: Vec<ReadMessage>,
+        /// What the surface shows besides messages (cards with their action state, reactions,
+        /// attachment metadata, deliveries, stream events, the index entry), one JSON object
+        /// each, in the implementation's own shape. A record about a message names it in a
+        /// `messageId` field.
+        records: Vec<serde_json::Value>,
+        /// The cursor of the next page (paged surfaces), or `null` when nothing follows
+        /// (required).
+        #[schemars(required, schema_with = "nullable_string")]
+        #[serde(rename = "nextCursor")]
+        next_cursor: Option<String>,
+    },
+    /// The message or attachment read does not exist for this reader: it never existed, or it
+    /// was rewound (the two are indistinguishable), or its message was.
+    NotFound {
+        /// What was not found, for people.
+        message: String,
+    },
+    /// The read itself is wrong.
+    Rejected {
+        /// Why.
+        reason: ReadRejection,
+        /// What is wrong, naming the value, for people.
+        message: String,
+    },
+}
+
+/// `string` or `null`: the field must be present either way.
+fn nullable_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": ["string", "null"] })
+}
+
+/// Why a read was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadRejection {
+    /// `scopeId` names no scope.
+    UnknownScope,
+    /// The reader is not a member of the scope.
+    NotMember,
+    /// `cursor` is not a cursor this implementation returned.
+    BadCursor,
+    /// A field the surface needs is missing, or a value is out of range.
+    BadRequest,
+}
+
+/// A message as a read surface shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadMessage {
+    /// The message id.
+    pub id: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its seq in that scope.
+    pub seq: i64,
+    /// Its content as shown (a recalled placeholder may show none).
+    pub content: String,
+    /// Whether it is a recalled placeholder.
+    pub recalled: bool,
+}
+
 /// A realtime event the implementation published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

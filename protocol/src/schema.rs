@@ -146,6 +146,8 @@ pub fn generated_components() -> Map<String, Value> {
         ReadStateAnswer,
         SyncRequest,
         SyncPage,
+        ReadRequest,
+        ReadAnswer,
         EventBatch,
         DriverError,
     );

@@ -272,6 +272,16 @@ impl Session {
         })
     }
 
+    /// One read through one read surface.
+    pub async fn read(
+        &self,
+        request: &wire::ReadRequest,
+    ) -> Result<wire::ReadAnswer, DriverFailure> {
+        crate::surfaces::read(&self.pool, request)
+            .await
+            .map_err(|e| failure("internal", e))
+    }
+
     /// The realtime events published since the last take.
     pub fn take_events(&self) -> wire::EventBatch {
         wire::EventBatch {

@@ -28,6 +28,7 @@ pub mod scrub;
 pub mod server;
 mod service;
 pub mod sql;
+pub mod surfaces;
 pub mod variant;
 
 pub use error::{RewindError, SpecError};

@@ -98,6 +98,7 @@ pub fn app(state: Arc<ServerState>) -> Router {
         )
         .route("/v1/sessions/{session}/read-state", get(read_state))
         .route("/v1/sessions/{session}/sync", post(sync_messages))
+        .route("/v1/sessions/{session}/read", post(read))
         .route("/v1/sessions/{session}/events/take", post(take_events))
         .fallback(|| async {
             ApiError(
@@ -235,6 +236,16 @@ async fn sync_messages(
         .await
         .map(Json)
         .map_err(failed)
+}
+
+async fn read(
+    State(state): State<Arc<ServerState>>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Result<Json<wire::ReadAnswer>, ApiError> {
+    let session = state.session(&id)?;
+    let request: wire::ReadRequest = body(&bytes)?;
+    session.read(&request).await.map(Json).map_err(failed)
 }
 
 async fn take_events(

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rewind_conformance::sut::{
-    ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState, RealtimeEvent,
-    RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage, SyncRequest,
+    ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadAnswer, ReadRequest,
+    ReadState, RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage, SutError,
+    SyncPage, SyncRequest,
 };
 
 /// The protocol violations seen in one scenario, shared with its implementation handle.
@@ -89,6 +90,10 @@ impl ConversationApi for Watched {
 
     async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError> {
         self.seen(self.inner.sync_messages(request).await)
+    }
+
+    async fn read(&self, request: &ReadRequest) -> Result<ReadAnswer, SutError> {
+        self.seen(self.inner.read(request).await)
     }
 
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError> {

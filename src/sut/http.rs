@@ -17,9 +17,9 @@ use rewind_driver_protocol::schema::Contract;
 use serde::de::DeserializeOwned;
 
 use super::{
-    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState,
-    RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage,
-    SyncRequest, SystemUnderTest,
+    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadAnswer,
+    ReadRequest, ReadState, RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage,
+    SutError, SyncPage, SyncRequest, SystemUnderTest,
 };
 
 /// How much of an offending body a report quotes.
@@ -383,6 +383,10 @@ impl ConversationApi for HttpApi {
 
     async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError> {
         self.post("/sync", json_body(request), "SyncPage").await
+    }
+
+    async fn read(&self, request: &ReadRequest) -> Result<ReadAnswer, SutError> {
+        self.post("/read", json_body(request), "ReadAnswer").await
     }
 
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError> {

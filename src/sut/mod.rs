@@ -13,9 +13,10 @@ pub mod reference;
 use async_trait::async_trait;
 pub use rewind_driver_protocol::{
     Actor, AttachRequest, DatabaseTarget, DeliverRequest, Delivery, DeliveryOutcome,
-    DeliveryReport, EventBatch, Limits, PruneRequest, PrunedPoints, ReadState, ReadStateAnswer,
-    RealtimeEvent, RewindRequest, RewindResponse, RuntimeEndpoints, SendMessage, SentMessage,
-    SyncPage, SyncRequest, SyncedMessage,
+    DeliveryReport, EventBatch, Limits, PruneRequest, PrunedPoints, ReadAnswer, ReadMessage,
+    ReadRejection, ReadRequest, ReadState, ReadStateAnswer, ReadSurface, RealtimeEvent,
+    RewindRequest, RewindResponse, RuntimeEndpoints, SendMessage, SentMessage, SyncPage,
+    SyncRequest, SyncedMessage,
 };
 
 /// A failure of the harness/implementation plumbing, as opposed to a conformance outcome.
@@ -110,6 +111,9 @@ pub trait ConversationApi: Send + Sync {
 
     /// A page of message sync.
     async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError>;
+
+    /// One read through one of the spec's read surfaces.
+    async fn read(&self, request: &ReadRequest) -> Result<ReadAnswer, SutError>;
 
     /// Takes the realtime events published since the last call, in publication order.
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError>;

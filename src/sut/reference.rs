@@ -13,9 +13,9 @@ use rewind_reference::driver::{ReferenceDriver, Session};
 use rewind_reference::Variant;
 
 use super::{
-    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadState,
-    RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage, SutError, SyncPage,
-    SyncRequest, SystemUnderTest,
+    AttachRequest, ConversationApi, DeliverRequest, DeliveryReport, PruneRequest, ReadAnswer,
+    ReadRequest, ReadState, RealtimeEvent, RewindRequest, RewindResponse, SendMessage, SentMessage,
+    SutError, SyncPage, SyncRequest, SystemUnderTest,
 };
 
 const NAME: &str = "reference";
@@ -149,6 +149,10 @@ impl ConversationApi for ReferenceApi {
 
     async fn sync_messages(&self, request: &SyncRequest) -> Result<SyncPage, SutError> {
         self.session.sync_messages(request).await.map_err(internal)
+    }
+
+    async fn read(&self, request: &ReadRequest) -> Result<ReadAnswer, SutError> {
+        self.session.read(request).await.map_err(internal)
     }
 
     async fn take_events(&self) -> Result<Vec<RealtimeEvent>, SutError> {
