@@ -36,9 +36,25 @@ CODEX = "reference-impl/src/runtimes/codex.rs"
 CLAUDE = "reference-impl/src/runtimes/claude.rs"
 OPENCODE = "reference-impl/src/runtimes/opencode.rs"
 READS = "reference-impl/src/reads.rs"
+SURFACES = "reference-impl/src/surfaces.rs"
 GC = "reference-impl/src/gc.rs"
 ERROR = "reference-impl/src/error.rs"
 DELIVERY = "reference-impl/src/delivery.rs"
+
+# The readable gate left out, for the read-surface breakages: `ungated_message` reads one message
+# of a scope whatever its lifecycle (a surface's own query is ungated in place).
+UNGATED_MESSAGE_DEF = [("/// One readable message of `scope`, or not found.\n",
+                        "async fn ungated_message(pool: &PgPool, scope: &str, id: &str) -> Result<ReadMessage, Stop> {\n"
+                        "    let sql = format!(\n"
+                        "        \"SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.id = $1 AND r.scope_id = $2\",\n"
+                        "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n"
+                        "    );\n"
+                        "    let row: Option<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))\n"
+                        "        .bind(id)\n        .bind(scope)\n        .fetch_optional(pool)\n        .await\n"
+                        "        .db(\"reading a message\")?;\n"
+                        "    row.map(message).ok_or_else(|| not_found(format!(\"no message `{id}`\")))\n"
+                        "}\n\n"
+                        "/// One readable message of `scope`, or not found.\n")]
 
 # (id, file, [(old, new), ...], tag expression whose scenarios must fail)
 MUTATIONS = [
@@ -57,7 +73,7 @@ MUTATIONS = [
      [("status IN ('pending', 'leased')", "status IN ('pending')")], "@rule:apply.suppress-fanout-outbox"),
     ("outbox-delivered-suppressed", SCRUB,
      [("status IN ('pending', 'leased')", "status IN ('pending', 'leased', 'delivered')")],
-     "@rule:apply.suppress-fanout-outbox"),
+     "@rule:guard.delivered-outbox-retained"),
     ("share-cards-kept", SCRUB,
      [("DELETE FROM scope_share_cards WHERE message_id", "DELETE FROM scope_share_cards WHERE false AND message_id")],
      "@rule:apply.scrub-share-cards"),
@@ -134,7 +150,7 @@ MUTATIONS = [
      "@rule:apply.clamp-scope-sync-dirty or @rule:apply.clamp-member-scope-sync-dirty"),
     ("sync-dirty-activity-reset", RECOMPUTE,
      [("SET latest_message_seq = least(d.latest_message_seq, t.seq), ", "SET latest_message_seq = least(d.latest_message_seq, t.seq), latest_activity_seq = 0, ")],
-     "@rule:apply.clamp-scope-sync-dirty"),
+     "@rule:guard.sync-dirty-keep-activity-frontier"),
     ("sync-dirty-raised-to-tail", RECOMPUTE,
      [("WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq", "WHERE d.scope_id = $1"),
       ("SET latest_message_seq = least(d.latest_message_seq, t.seq), ", "SET latest_message_seq = t.seq, ")],
@@ -445,6 +461,83 @@ MUTATIONS = [
        "const NOT_REWIND_NOTICE_SQL: &str = \"m.client_message_id IS DISTINCT FROM (SELECT 'rewind-notice:' || o.id "
        "FROM rewind_operations o WHERE o.thread_id = m.scope_id ORDER BY o.created_at DESC LIMIT 1)\";")],
      "@rule:realtime.notice-no-unread"),
+    # Every read surface (features/read-surfaces.feature): one surface at a time reads past the
+    # readable gate, so stale projection rows bring a rewound message back on it alone.
+    ("history-ungated", SURFACES,
+     [("         ORDER BY r.seq LIMIT {}\",\n        readable(),",
+       "         ORDER BY r.seq LIMIT {}\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\"),")],
+     "@rule:surface.history-authority"),
+    ("search-trusts-search-docs", SURFACES,
+     [("FROM unnest($2::text[]) w) \\\n         ORDER BY r.seq\",\n        readable()",
+       "FROM unnest($2::text[]) w) \\\n         ORDER BY r.seq\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@reads and @rule:surface.projections-not-authority"),
+    ("receive-ungated", SURFACES,
+     [("IS DISTINCT FROM $2 \\\n         ORDER BY r.seq\",\n        readable()",
+       "IS DISTINCT FROM $2 \\\n         ORDER BY r.seq\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@rule:guard.receive-invisible"),
+    ("root-context-ungated", SURFACES,
+     [("         WHERE s.id = $1\",\n        readable()", "         WHERE s.id = $1\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@rule:surface.source-context-authority"),
+    ("sources-ungated", SURFACES,
+     [("WHERE src.message_id = $1 ORDER BY r.scope_id, r.seq\",\n        readable()",
+       "WHERE src.message_id = $1 ORDER BY r.scope_id, r.seq\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@rule:surface.source-context-authority"),
+    ("source-of-rewound-citing-message", SURFACES,
+     [("let citing = readable_message(", "let citing = ungated_message(")] + UNGATED_MESSAGE_DEF,
+     "@rule:surface.source-context-authority"),
+    ("share-cards-ungated", SURFACES,
+     [("WHERE c.target_scope_id = $1 ORDER BY c.id\",\n        readable()",
+       "WHERE c.target_scope_id = $1 ORDER BY c.id\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@reads and @rule:surface.projections-not-authority"),
+    ("pins-ungated", SURFACES,
+     [("WHERE p.scope_id = $1 ORDER BY r.seq\",\n        readable()",
+       "WHERE p.scope_id = $1 ORDER BY r.seq\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")],
+     "@reads and @rule:surface.projections-not-authority"),
+    ("reactions-ungated", SURFACES,
+     [("let reacted = readable_message(", "let reacted = ungated_message(")] + UNGATED_MESSAGE_DEF,
+     "@reads and @rule:surface.projections-not-authority"),
+    ("by-id-ungated", SURFACES,
+     [("        vec![readable_message(pool, scope, id).await?],", "        vec![ungated_message(pool, scope, id).await?],")]
+     + UNGATED_MESSAGE_DEF,
+     "@reads and @rule:surface.lifecycle-gate-reread"),
+    ("attachment-ungated", SURFACES,
+     [("let owner_message = readable_message(", "let owner_message = ungated_message(")] + UNGATED_MESSAGE_DEF,
+     "@rule:surface.attachment-authority"),
+    ("diagnostics-from-evidence", SURFACES,
+     [("let diagnosed = readable_message(", "let diagnosed = ungated_message(")] + UNGATED_MESSAGE_DEF,
+     "@rule:surface.diag-rewound-not-found"),
+    ("diagnostics-preview-ungated", SURFACES,
+     [("ORDER BY r.seq DESC LIMIT 20\",\n        readable()", "ORDER BY r.seq DESC LIMIT 20\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")]
+    ,
+     "@rule:surface.diagnostics-preview-authority"),
+    ("stream-replays-rewound", SURFACES,
+     [("         ORDER BY e.id LIMIT {}\",\n        readable(),", "         ORDER BY e.id LIMIT {}\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\"),")]
+    ,
+     "@reads and @rule:surface.stale-reference-no-revival"),
+    ("conversation-index-trusts-stored-entry", SURFACES,
+     [("\"SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.scope_id = $1 ORDER BY r.seq DESC LIMIT 1\",\n        readable()",
+       "\"SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.scope_id = $1 ORDER BY (r.id IN (SELECT i.last_message_id \\\n"
+       "         FROM im_conversation_index i WHERE i.scope_id = $1)) DESC, r.seq DESC LIMIT 1\",\n        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")")]
+    ,
+     "@reads and @rule:surface.stale-reference-no-revival"),
+    ("recalled-read-as-rewound", SURFACES,
+     [("          FROM scope_messages m WHERE {MESSAGE_NOT_REWOUND_SQL})\"",
+       "          FROM scope_messages m WHERE {MESSAGE_NOT_REWOUND_SQL} \\\n"
+       "            AND coalesce(m.metadata #>> '{{messageRecall,status}}', '') <> 'recalled')\"")],
+     "@reads and @rule:sem.rewound-not-recalled"),
+    # Bad reads are answered with their reason.
+    ("reads-skip-membership", SURFACES, [("    if member {", "    if member || !member {")], "@bad-read"),
+    ("unknown-scope-called-not-member", SURFACES,
+     [("            ReadRejection::UnknownScope,", "            ReadRejection::NotMember,")], "@bad-read"),
+    ("bad-cursor-read-from-start", SURFACES,
+     [("        .filter(|n| *n >= 0)\n        .ok_or_else(", "        .filter(|n| *n >= 0)\n        .or(Some(0))\n        .ok_or_else(")],
+     "@bad-read"),
+    ("missing-message-id-read-as-empty", SURFACES,
+     [("    value.as_deref().ok_or_else(|| {", "    value.as_deref().or(Some(\"\")).ok_or_else(|| {")], "@bad-read"),
+    ("unknown-message-rejected", SURFACES,
+     [("        .ok_or_else(|| not_found(format!(\"no message `{id}` in scope `{scope}`\")))",
+       "        .ok_or_else(|| rejected(ReadRejection::BadRequest, format!(\"no message `{id}` in scope `{scope}`\")))")],
+     "@bad-read"),
     # Live delivery (features/delivery.feature): the points the delivery path writes itself.
     ("codex-turncount-off-by-one", CODEX,
      [("recovery_ref: turns_ref(&opened.thread_id, opened.turn_count),",

@@ -19,7 +19,7 @@ Feature: ApplyRewind suppresses and scrubs the suffix's facts (spec section 6.1)
       | n-5        | mention        | suppressed |
       | n-6        | message.created | suppressed |
 
-  @rule:apply.suppress-fanout-outbox @ambiguity:failed-fanout-rows
+  @rule:apply.suppress-fanout-outbox @rule:guard.delivered-outbox-retained @ambiguity:failed-fanout-rows
   Scenario: only unfinished fanout rows of the suffix are suppressed
     Then the "scope_fanout_outbox" rows where "scope_id" is "ch-notes" are, by ambiguity "failed-fanout-rows":
       | message_id | recipient_id | status               |
@@ -30,7 +30,7 @@ Feature: ApplyRewind suppresses and scrubs the suffix's facts (spec section 6.1)
       | n-6        | alice        | failed or suppressed |
       | n-6        | bob          | suppressed           |
 
-  @rule:apply.clamp-scope-sync-dirty @rule:recompute.no-frontier-past-tail @ambiguity:notice-marks-sync-dirty
+  @rule:apply.clamp-scope-sync-dirty @rule:recompute.no-frontier-past-tail @rule:guard.sync-dirty-keep-activity-frontier @ambiguity:notice-marks-sync-dirty
   Scenario: the scope's sync-dirty message frontier is clamped to the visible tail
     Then the "scope_sync_dirty" rows where "scope_id" is "ch-notes" are, by ambiguity "notice-marks-sync-dirty":
       | latest_message_seq | latest_activity_seq |
@@ -39,7 +39,7 @@ Feature: ApplyRewind suppresses and scrubs the suffix's facts (spec section 6.1)
       | latest_message_seq | latest_activity_seq |
       | 2                  | 1                   |
 
-  @rule:apply.clamp-member-scope-sync-dirty @rule:apply.sync-dirty-keep-non-suffix @rule:recompute.no-frontier-past-tail @ambiguity:notice-marks-sync-dirty
+  @rule:apply.clamp-member-scope-sync-dirty @rule:apply.sync-dirty-keep-non-suffix @rule:recompute.no-frontier-past-tail @rule:guard.sync-dirty-keep-activity-frontier @ambiguity:notice-marks-sync-dirty
   Scenario: members' sync-dirty frontiers are clamped, earlier unsynced messages kept
     Then the "member_scope_sync_dirty" rows where "scope_id" is "ch-notes" are, by ambiguity "notice-marks-sync-dirty":
       | user_id | latest_message_seq | latest_activity_seq |

@@ -422,7 +422,8 @@ pub struct ReadRequest {
     /// The attachment, for `attachment` and `attachment-download`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment_id: Option<String>,
-    /// The search text, for `search`: a message matches when its content holds every word.
+    /// The search text, for `search`: a message matches when its content holds every word,
+    /// ignoring case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
     /// Where a paged surface (`history`, `stream`) resumes: a `nextCursor` this implementation
@@ -446,16 +447,17 @@ pub enum ReadSurface {
     History,
     /// One message by id (`messageId`).
     Message,
-    /// The scope's messages whose content holds every word of `query`.
+    /// The scope's messages whose content holds every word of `query`, ignoring case.
     Search,
     /// What the reader receives: visible messages after the reader's read position that someone
     /// else wrote, as a daemon fetches them for an agent.
     Receive,
     /// The root message of a reply-thread scope (empty for other scopes).
     RootContext,
-    /// The messages that message `messageId` cites (its sources).
+    /// The messages that message `messageId` cites (its sources); `not_found` when the citing
+    /// message itself is not there.
     SourceContext,
-    /// The share cards shown in the scope (shared into it or from it), with their action state.
+    /// The share cards shown in the scope (those shared into it), with their action state.
     ShareCards,
     /// The scope's pinned messages.
     Pins,

@@ -339,7 +339,8 @@ async fn root_context(pool: &PgPool, scope: &str, kind: &str) -> Answer {
     found(messages_of(pool, sql, scope).await?, Vec::new(), None)
 }
 
-/// The messages a readable message cites, each through the gate.
+/// The messages a readable message cites, each through the gate (the citing message must be
+/// readable itself).
 async fn source_context(pool: &PgPool, scope: &str, id: &str) -> Answer {
     let citing = readable_message(pool, scope, id).await?;
     let sql = format!(
@@ -360,19 +361,16 @@ async fn source_context(pool: &PgPool, scope: &str, id: &str) -> Answer {
         .collect();
     let sources = rows
         .into_iter()
-        .map(|(a, b, c, d, e, _)| message((a, b, c, d, e)));
-    found(
-        std::iter::once(citing.clone()).chain(sources).collect(),
-        records,
-        None,
-    )
+        .map(|(a, b, c, d, e, _)| message((a, b, c, d, e)))
+        .collect();
+    found(sources, records, None)
 }
 
 async fn share_cards(pool: &PgPool, scope: &str) -> Answer {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, c.id, c.action_state FROM scope_share_cards c \
          JOIN {} r ON r.id = c.message_id \
-         WHERE c.scope_id = $1 OR c.target_scope_id = $1 ORDER BY c.id",
+         WHERE c.target_scope_id = $1 ORDER BY c.id",
         readable()
     );
     let rows: Vec<(String, String, i64, String, bool, String, Value)> =

@@ -39,7 +39,7 @@ pub struct NotApplicable {
 }
 
 /// Steps that read through an optional surface, by surface.
-const SURFACE_STEPS: [(&str, &str); 8] = [
+const SURFACE_STEPS: &[(&str, &str)] = &[
     ("delivery", r#"^message "[^"]+" is delivered$"#),
     ("delivery", r#"^human "[^"]+" has said "[^"]+" to agent "#),
     (
@@ -59,6 +59,66 @@ const SURFACE_STEPS: [(&str, &str); 8] = [
     (
         "recovery-point-gc",
         r#"^the recovery points of agent "[^"]+" are pruned$"#,
+    ),
+    (
+        "history",
+        r#"^(?:human|agent) "[^"]+" reads the history of scope "#,
+    ),
+    (
+        "message",
+        r#"^(?:human|agent) "[^"]+" reads the message of scope "#,
+    ),
+    (
+        "search",
+        r#"^(?:human|agent) "[^"]+" reads the search of scope "#,
+    ),
+    (
+        "receive",
+        r#"^(?:human|agent) "[^"]+" reads the receive of scope "#,
+    ),
+    (
+        "root-context",
+        r#"^(?:human|agent) "[^"]+" reads the root-context of scope "#,
+    ),
+    (
+        "source-context",
+        r#"^(?:human|agent) "[^"]+" reads the source-context of scope "#,
+    ),
+    (
+        "share-cards",
+        r#"^(?:human|agent) "[^"]+" reads the share-cards of scope "#,
+    ),
+    (
+        "pins",
+        r#"^(?:human|agent) "[^"]+" reads the pins of scope "#,
+    ),
+    (
+        "reactions",
+        r#"^(?:human|agent) "[^"]+" reads the reactions of scope "#,
+    ),
+    (
+        "attachment",
+        r#"^(?:human|agent) "[^"]+" reads the attachment of scope "#,
+    ),
+    (
+        "attachment-download",
+        r#"^(?:human|agent) "[^"]+" reads the attachment-download of scope "#,
+    ),
+    (
+        "diagnostics",
+        r#"^(?:human|agent) "[^"]+" reads the diagnostics of scope "#,
+    ),
+    (
+        "diagnostics-preview",
+        r#"^(?:human|agent) "[^"]+" reads the diagnostics-preview of scope "#,
+    ),
+    (
+        "stream",
+        r#"^(?:human|agent) "[^"]+" reads the stream of scope "#,
+    ),
+    (
+        "conversation-index",
+        r#"^(?:human|agent) "[^"]+" reads the conversation-index of scope "#,
     ),
 ];
 

@@ -135,6 +135,14 @@ pub struct RewindWorld {
     /// How many of `events` had been collected when the last rewind had answered: the later
     /// ones were published after it (the leak scan reads them).
     pub events_mark: Option<usize>,
+    /// Every read the scenario made through a read surface: what it asked, what came back.
+    pub reads: Vec<(
+        rewind_conformance::sut::ReadRequest,
+        rewind_conformance::sut::ReadAnswer,
+    )>,
+    /// How many of `reads` had been made when the last rewind had answered: the later ones
+    /// happened after it (the leak scan reads them).
+    pub reads_mark: Option<usize>,
     /// The last message sent in live mode.
     pub sent: Option<SentMessage>,
     /// A transaction the harness holds open (row locks) to stage a race.
@@ -409,6 +417,20 @@ impl RewindWorld {
                     event.payload.to_string(),
                 ));
             }
+        }
+        for (request, answer) in self
+            .reads
+            .iter()
+            .skip(self.reads_mark.unwrap_or(usize::MAX))
+        {
+            seen.push((
+                format!(
+                    "the `{}` read of scope `{}`",
+                    request.surface.name(),
+                    request.scope_id
+                ),
+                serde_json::to_string(answer).unwrap_or_default(),
+            ));
         }
         findings.extend(scan_payloads(&seen, &canaries));
         Ok(Some(findings))

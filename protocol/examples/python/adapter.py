@@ -72,6 +72,7 @@ ROUTES = {  # (method, path pattern) -> handler(body or query, session id)
         "readState": impl.read_state(session(sid), *need(q, "scopeId", "userId"))}),
     ("POST", r"/v1/sessions/([^/]+)/sync"): lambda b, sid: (200, impl.sync_messages(
         session(sid), *need(b, "userId", "scopeId", "afterSeq", "limit"))),
+    ("POST", r"/v1/sessions/([^/]+)/read"): lambda b, sid: (200, impl.read(session(sid), b)),
     ("POST", r"/v1/sessions/([^/]+)/events/take"): lambda _, sid: (200, {
         "events": session(sid).take_events()}),
 }

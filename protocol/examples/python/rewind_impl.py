@@ -5,12 +5,14 @@ runtime: any rewind whose suffix reaches an agent is refused before anything is 
 numbers (§) refer to the Rewind spec (`rewind.md`).
 
 The public entry points are `Session` (one per attached scenario) and the functions `rewind`,
-`send_message`, `prune_recovery_points`, `read_state`, `sync_messages`; `adapter.py` maps the
-driver protocol's HTTP endpoints onto them.
+`send_message`, `prune_recovery_points`, `read_state`, `sync_messages`, `read` (the read surfaces
+of §1); `adapter.py` maps the driver protocol's HTTP endpoints onto them.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import uuid
 from contextlib import contextmanager
@@ -595,6 +597,408 @@ def sync_messages(session: Session, user_id: str, scope_id: str, after_seq: int,
             WHERE m.scope_id = %s AND m.seq > %s AND {NOT_REWOUND}
             ORDER BY m.seq LIMIT %s""", scope_id, after_seq, limit + 1)
     return {"messages": rows[:limit], "hasMore": len(rows) > limit}
+
+
+# --- The read surfaces of §1 (driver `read`) ----------------------------------------------------
+#
+# Every surface starts from `scope_messages` and its lifecycle gate (§6.1.1): projection rows
+# (cards, reactions, pins, sources, attachments, stream events, the conversation index, outbox and
+# activity evidence) only name a message, and a row naming a rewound message shows nothing. What
+# is shown of a message always comes from its transcript row, never from a projection's copy.
+
+class _ReadAnswer(Exception):
+    """A `not_found` or `rejected` answer of a read (status 200)."""
+
+    def __init__(self, answer: dict):
+        super().__init__(answer["message"])
+        self.answer = answer
+
+
+def _rejected(reason: str, message: str) -> _ReadAnswer:
+    return _ReadAnswer({"outcome": "rejected", "reason": reason, "message": message})
+
+
+def _not_found(message: str) -> _ReadAnswer:
+    return _ReadAnswer({"outcome": "not_found", "message": message})
+
+
+# A message as the surfaces read it: only through the gate, so a rewound row is never selected.
+READABLE = f"""
+    SELECT m.id, m.scope_id, m.seq, m.content, m.created_at,
+           coalesce(m.metadata #>> '{{messageRecall,status}}', '') = 'recalled' AS recalled
+    FROM scope_messages m WHERE {NOT_REWOUND}"""
+DEFAULT_PAGE = 50
+
+
+@dataclass
+class _Reading:
+    """One read in progress: the request, its reader and scope, and the answer being built."""
+    conn: psycopg.Connection
+    surface: str
+    kind: str                       # the reader's kind, `human` or `agent`
+    reader: str
+    scope: dict
+    body: dict
+    messages: dict[str, dict] = field(default_factory=dict)   # insertion order, deduplicated
+    records: list[dict] = field(default_factory=list)
+    next_cursor: str | None = None
+
+    def show(self, row: dict) -> None:
+        """Shows a readable message: a recalled one as an empty placeholder."""
+        self.messages.setdefault(row["id"], {
+            "id": row["id"], "scopeId": row["scope_id"], "seq": row["seq"],
+            "content": "" if row["recalled"] else row["content"], "recalled": row["recalled"]})
+
+    def need(self, name: str) -> str:
+        value = self.body.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise _rejected("bad_request", f"surface `{self.surface}` needs `{name}`")
+        return value
+
+    def limit(self, default: int = DEFAULT_PAGE) -> int:
+        return self.body.get("limit") or default
+
+    def message(self, message_id: str | None = None) -> dict:
+        """The readable message `messageId` of the read's scope, or `not_found`: an id that never
+        existed, one of another scope and a rewound one are indistinguishable."""
+        message_id = message_id or self.need("messageId")
+        row = _one(self.conn, READABLE + " AND m.id = %s AND m.scope_id = %s",
+                   message_id, self.scope["id"])
+        if row is None:
+            raise _not_found(f"no message `{message_id}` in scope `{self.scope['id']}`")
+        return row
+
+    def cursor(self) -> int:
+        """Where a paged surface resumes (0: the first page); a cursor this implementation did
+        not hand out for this surface and scope is `bad_cursor`."""
+        cursor = self.body.get("cursor")
+        if cursor is None:
+            return 0
+        try:
+            surface, scope_id, after = json.loads(
+                base64.urlsafe_b64decode(cursor.encode("ascii")).decode())
+            valid = (surface, scope_id) == (self.surface, self.scope["id"]) \
+                and type(after) is int and after >= 0
+        except (AttributeError, ValueError, TypeError, UnicodeError):
+            valid = False
+        if not valid:
+            raise _rejected("bad_cursor", f"cursor `{cursor}` is not a {self.surface} cursor "
+                                          f"of scope `{self.scope['id']}`")
+        return after
+
+    def page_after(self, after: int) -> None:
+        """Sets the next page's cursor: it resumes after `after`."""
+        raw = json.dumps([self.surface, self.scope["id"], after]).encode()
+        self.next_cursor = base64.urlsafe_b64encode(raw).decode("ascii")
+
+    def read_position(self) -> int:
+        """The reader's derived read cursor in the scope: `last_read_seq` clamped to the visible
+        tail (§6.2); 0 without a membership of this very scope (a thread read through its
+        parent's membership)."""
+        column = "user_id" if self.kind == "human" else "agent_id"
+        row = _one(self.conn, f"""
+            SELECT least(sm.last_read_seq, (SELECT coalesce(max(m.seq), 0) FROM scope_messages m
+                                            WHERE m.scope_id = sm.scope_id AND {NOT_REWOUND})) AS seq
+            FROM scope_memberships sm WHERE sm.scope_id = %s AND sm.{column} = %s""",
+                   self.scope["id"], self.reader)
+        return row["seq"] if row else 0
+
+    def not_written_by_reader(self) -> str:
+        """SQL: the message `m` was written by someone other than the reader (`%s`)."""
+        column = "author_user_id" if self.kind == "human" else "author_agent_id"
+        return f"m.{column} IS DISTINCT FROM %s"
+
+
+def read(session: Session, body: dict) -> dict:
+    """`POST .../read`: one read through one read surface of §1, as `reader` makes it. A bad read
+    is `rejected`, an unreadable message or attachment `not_found` (both status 200)."""
+    if not isinstance(body, dict):
+        raise DriverError(400, "bad_request", "the read request must be a JSON object")
+    surface = body.get("surface")
+    if surface not in SURFACES:
+        raise DriverError(400, "bad_request", f"unknown read surface {surface!r}")
+    for name in ("reader", "scopeId"):
+        if body.get(name) is None:
+            raise DriverError(400, "bad_request", f"missing field `{name}`")
+    kind, reader = _actor(body["reader"])
+    try:
+        limit = body.get("limit")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise _rejected("bad_request", f"limit {json.dumps(limit)} is not 1 or more")
+        if kind == "system":
+            raise _rejected("bad_request", "a reader is a human or an agent")
+        with session.connection() as conn:
+            with conn.transaction():                        # one consistent, read-only view
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                scope = _one(conn, "SELECT * FROM scopes WHERE id = %s", body["scopeId"])
+                if scope is None:
+                    raise _rejected("unknown_scope", f"no scope `{body['scopeId']}`")
+                if not _can_read(conn, scope, kind, reader):
+                    raise _rejected("not_member",
+                                    f"{kind} `{reader}` is not a member of scope `{scope['id']}`")
+                reading = _Reading(conn, surface, kind, reader, scope, body)
+                SURFACES[surface](reading)
+    except _ReadAnswer as answer:
+        return answer.answer
+    return {"outcome": "found", "messages": list(reading.messages.values()),
+            "records": reading.records, "nextCursor": reading.next_cursor}
+
+
+def _can_read(conn, scope: dict, kind: str, reader: str) -> bool:
+    """Membership of the scope, or for a reply thread of the thread or its parent scope."""
+    column = "user_id" if kind == "human" else "agent_id"
+    scopes = [scope["id"]] + ([scope["parent_scope_id"]] if scope["parent_scope_id"] else [])
+    return _one(conn, f"SELECT 1 FROM scope_memberships WHERE scope_id = ANY(%s) AND {column} = %s",
+                scopes, reader) is not None
+
+
+def _history(r: _Reading) -> None:
+    """The transcript, oldest first, paged by seq; recalled messages as placeholders."""
+    after, limit = r.cursor(), r.limit()
+    rows = _all(r.conn, READABLE + " AND m.scope_id = %s AND m.seq > %s ORDER BY m.seq LIMIT %s",
+                r.scope["id"], after, limit + 1)
+    for row in rows[:limit]:
+        r.show(row)
+    if len(rows) > limit:
+        r.page_after(rows[limit - 1]["seq"])
+
+
+def _message(r: _Reading) -> None:
+    r.show(r.message())
+
+
+def _search(r: _Reading) -> None:
+    """Messages whose content holds every word of the query (the transcript row's content, not a
+    search document, which may be stale); recalled placeholders have no content to match."""
+    words = r.need("query").split()
+    rows = _all(r.conn, READABLE + """
+        AND m.scope_id = %s AND NOT coalesce(m.metadata #>> '{messageRecall,status}', '') = 'recalled'
+        AND to_tsvector('simple', m.content) @@ plainto_tsquery('simple', %s)
+        ORDER BY m.seq""", r.scope["id"], " ".join(words))
+    for row in rows:
+        r.show(row)
+
+
+def _receive(r: _Reading) -> None:
+    """What a daemon fetches for the reader: visible, non-recalled messages after its read
+    position that someone else wrote. The rewind notice wakes nobody (§8), so it is not one."""
+    rows = _all(r.conn, READABLE + f"""
+        AND m.scope_id = %s AND m.seq > %s AND {r.not_written_by_reader()} AND NOT {IS_NOTICE}
+        AND NOT coalesce(m.metadata #>> '{{messageRecall,status}}', '') = 'recalled'
+        ORDER BY m.seq""", r.scope["id"], r.read_position(), r.reader)
+    for row in rows:
+        r.show(row)
+
+
+def _root_context(r: _Reading) -> None:
+    """A reply thread's root message, when it is still readable; other scopes have none."""
+    if r.scope["parent_message_id"] is None:
+        return
+    row = _one(r.conn, READABLE + " AND m.id = %s", r.scope["parent_message_id"])
+    if row is not None:
+        r.show(row)
+        r.records.append({"kind": "root", "messageId": row["id"], "threadScopeId": r.scope["id"]})
+
+
+def _source_context(r: _Reading) -> None:
+    """The readable messages the (readable) message cites. The projection's snippet is not
+    shown: the cited message's own row is."""
+    citing = r.message()
+    rows = _all(r.conn, """
+        SELECT s.id AS source_id, c.* FROM scope_message_sources s
+        JOIN (""" + READABLE + """) c ON c.id = s.source_message_id
+        WHERE s.message_id = %s ORDER BY s.created_at, s.id""", citing["id"])
+    for row in rows:
+        cited_scope = _one(r.conn, "SELECT * FROM scopes WHERE id = %s", row["scope_id"])
+        if not _can_read(r.conn, cited_scope, r.kind, r.reader):
+            continue                        # cited from a scope the reader cannot read
+        r.show(row)
+        r.records.append({"sourceId": row["source_id"], "messageId": row["id"],
+                          "citedBy": citing["id"]})
+
+
+def _share_cards(r: _Reading) -> None:
+    """The cards shared into the scope, with their action state, while their message is
+    readable (the card shows the message's own row, wherever it lives)."""
+    rows = _all(r.conn, """
+        SELECT c.id AS card_id, c.scope_id AS card_scope_id, c.target_scope_id, c.shared_by,
+               c.action_state, m.* FROM scope_share_cards c
+        JOIN (""" + READABLE + """) m ON m.id = c.message_id
+        WHERE c.target_scope_id = %s ORDER BY c.created_at, c.id""", r.scope["id"])
+    for row in rows:
+        r.show(row)
+        r.records.append({"cardId": row["card_id"], "messageId": row["id"],
+                          "scopeId": row["card_scope_id"], "targetScopeId": row["target_scope_id"],
+                          "sharedBy": row["shared_by"], "actionState": row["action_state"]})
+
+
+def _pins(r: _Reading) -> None:
+    rows = _all(r.conn, """
+        SELECT p.pinned_by, p.created_at AS pinned_at, m.* FROM scope_message_pins p
+        JOIN (""" + READABLE + """) m ON m.id = p.message_id
+        WHERE p.scope_id = %s ORDER BY p.created_at, m.seq""", r.scope["id"])
+    for row in rows:
+        r.show(row)
+        r.records.append({"messageId": row["id"], "pinnedBy": row["pinned_by"],
+                          "pinnedAt": _timestamp(row["pinned_at"])})
+
+
+def _reactions(r: _Reading) -> None:
+    message = r.message()
+    r.show(message)
+    for row in _all(r.conn, """
+            SELECT reactor_kind, reactor_id, emoji FROM scope_message_reactions
+            WHERE message_id = %s ORDER BY created_at, reactor_kind, reactor_id, emoji""",
+                    message["id"]):
+        r.records.append({"messageId": message["id"], "reactorKind": row["reactor_kind"],
+                          "reactorId": row["reactor_id"], "emoji": row["emoji"]})
+
+
+def _readable_attachment(r: _Reading) -> tuple[dict, dict | None]:
+    """The attachment `attachmentId` as the reader may see it, with its message: a message-bound
+    one only while its message is a readable, non-recalled row of the scope; a task discussion
+    file of the scope; an unclaimed upload only for its uploader."""
+    attachment_id = r.need("attachmentId")
+    missing = _not_found(f"no attachment `{attachment_id}` in scope `{r.scope['id']}`")
+    row = _one(r.conn, "SELECT * FROM attachments WHERE id = %s", attachment_id)
+    if row is None:
+        raise missing
+    message = None
+    if row["owner_kind"] == "message":
+        message = _one(r.conn, READABLE + " AND m.id = %s AND m.scope_id = %s",
+                       row["message_id"], r.scope["id"])
+        if message is None or message["recalled"]:
+            raise missing
+    elif row["owner_kind"] == "task_discussion":
+        if row["scope_id"] != r.scope["id"]:
+            raise missing
+    elif row["scope_id"] not in (None, r.scope["id"]) \
+            or (row["scope_id"] is None and (r.kind, r.reader) != ("human", row["uploaded_by"])):
+        raise missing
+    return row, message
+
+
+def _attachment_record(row: dict, message: dict | None) -> dict:
+    record = {"attachmentId": row["id"], "ownerKind": row["owner_kind"],
+              "fileName": row["file_name"], "contentType": row["content_type"],
+              "byteSize": row["byte_size"]}
+    if message is not None:
+        record["messageId"] = message["id"]
+    if row["task_id"] is not None:
+        record["taskId"] = row["task_id"]
+    return record
+
+
+def _attachment(r: _Reading) -> None:
+    row, message = _readable_attachment(r)
+    if message is not None:
+        r.show(message)
+    r.records.append(_attachment_record(row, message) | {"readable": True})
+
+
+def _attachment_download(r: _Reading) -> None:
+    row, message = _readable_attachment(r)
+    if message is not None:
+        r.show(message)
+    r.records.append(_attachment_record(row, message) | {
+        "storageKey": row["storage_key"], "download": f"/files/{row['storage_key']}"})
+
+
+def _deliveries(conn, message_ids: list[str]) -> dict[str, list[dict]]:
+    """The delivery facts (outbox rows) of readable messages: who, and in which state. Payloads
+    are evidence, not content, and are not shown."""
+    out: dict[str, list[dict]] = {m: [] for m in message_ids}
+    for row in _all(conn, """
+            SELECT message_id, recipient_kind, recipient_id, status FROM scope_fanout_outbox
+            WHERE message_id = ANY(%s) ORDER BY id""", message_ids):
+        out[row["message_id"]].append({"recipientKind": row["recipient_kind"],
+                                       "recipientId": row["recipient_id"],
+                                       "status": row["status"]})
+    return out
+
+
+def _diagnostics(r: _Reading) -> None:
+    """Delivery diagnostics start from the readable transcript row (§6.1.1): evidence about a
+    rewound message is never reached."""
+    message = r.message()
+    r.show(message)
+    for delivery in _deliveries(r.conn, [message["id"]])[message["id"]]:
+        r.records.append({"messageId": message["id"], "kind": "delivery"} | delivery)
+    for row in _all(r.conn, """
+            SELECT kind, status FROM scope_activity_events WHERE message_id = %s ORDER BY id""",
+                    message["id"]):
+        r.records.append({"messageId": message["id"], "kind": "activity",
+                          "activityKind": row["kind"], "status": row["status"]})
+    for row in _all(r.conn, """
+            SELECT agent_id, runtime, strategy FROM message_recovery_points
+            WHERE message_id = %s ORDER BY agent_id""", message["id"]):
+        r.records.append({"messageId": message["id"], "kind": "recovery_point",
+                          "agentId": row["agent_id"], "runtime": row["runtime"],
+                          "strategy": row["strategy"]})
+
+
+def _diagnostics_preview(r: _Reading) -> None:
+    """The scope's most recent readable messages (oldest first), each with its deliveries."""
+    rows = _all(r.conn, READABLE + " AND m.scope_id = %s ORDER BY m.seq DESC LIMIT %s",
+                r.scope["id"], r.limit())
+    rows.reverse()
+    deliveries = _deliveries(r.conn, [row["id"] for row in rows])
+    for row in rows:
+        r.show(row)
+        r.records.append({"messageId": row["id"], "deliveries": deliveries[row["id"]]})
+
+
+def _stream(r: _Reading) -> None:
+    """The durable stream replay, oldest first, paged by event id. An event about a message is
+    replayed only while the message is readable, and shows the message's own row, never the
+    event's stored payload; an event about no message shows its type only."""
+    after, limit = r.cursor(), r.limit()
+    rows = _all(r.conn, """
+        SELECT e.id AS event_id, e.event_type, e.message_id, m.* FROM im_stream_events e
+        LEFT JOIN (""" + READABLE + """) m ON m.id = e.message_id
+        WHERE e.scope_id = %s AND e.id > %s AND (e.message_id IS NULL OR m.id IS NOT NULL)
+        ORDER BY e.id LIMIT %s""", r.scope["id"], after, limit + 1)
+    for row in rows[:limit]:
+        record = {"eventId": row["event_id"], "eventType": row["event_type"]}
+        if row["message_id"] is not None:
+            r.show(row)
+            record["messageId"] = row["id"]
+        r.records.append(record)
+    if len(rows) > limit:
+        r.page_after(rows[limit - 1]["event_id"])
+
+
+def _conversation_index(r: _Reading) -> None:
+    """The reader's entry for the scope, derived from the transcript: its last message is the
+    visible tail (not the stored projection's `last_message_id`, which may name a rewound one)."""
+    tail = _one(r.conn, READABLE + " AND m.scope_id = %s ORDER BY m.seq DESC LIMIT 1",
+                r.scope["id"])
+    cursor = r.read_position()
+    unread = _one(r.conn, f"""
+        SELECT count(*) AS n FROM scope_messages m
+        WHERE m.scope_id = %s AND m.seq > %s AND {NOT_REWOUND} AND NOT {IS_NOTICE}
+          AND {r.not_written_by_reader()}""", r.scope["id"], cursor, r.reader)["n"]
+    record = {"scopeId": r.scope["id"], "lastReadSeq": cursor, "unreadCount": unread,
+              "lastMessage": None}
+    if tail is not None:
+        r.show(tail)
+        record |= {"messageId": tail["id"], "lastMessage": {"id": tail["id"], "seq": tail["seq"]},
+                   "lastMessageAt": _timestamp(tail["created_at"])}
+    r.records.append(record)
+
+
+def _timestamp(value: datetime) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+SURFACES = {
+    "history": _history, "message": _message, "search": _search, "receive": _receive,
+    "root-context": _root_context, "source-context": _source_context,
+    "share-cards": _share_cards, "pins": _pins, "reactions": _reactions,
+    "attachment": _attachment, "attachment-download": _attachment_download,
+    "diagnostics": _diagnostics, "diagnostics-preview": _diagnostics_preview,
+    "stream": _stream, "conversation-index": _conversation_index,
+}
 
 
 # --- Recovery point GC -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ mod given;
 mod invariants;
 mod lifecycle;
 mod race;
+mod read_surfaces;
 mod reads;
 mod realtime;
 mod runtime;

@@ -63,6 +63,7 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
     world.last = Some((request, response));
     world.collect_events().await?;
     world.events_mark = Some(world.events.len());
+    world.reads_mark = Some(world.reads.len());
     Ok(())
 }
 
@@ -104,6 +105,7 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.last = Some((request, response));
     world.collect_events().await?;
     world.events_mark = Some(world.events.len());
+    world.reads_mark = Some(world.reads.len());
     Ok(())
 }
 
@@ -121,7 +123,7 @@ async fn request_in_own_scope(
     })
 }
 
-fn actor(kind: &str, id: String) -> anyhow::Result<Actor> {
+pub(crate) fn actor(kind: &str, id: String) -> anyhow::Result<Actor> {
     match kind {
         "human" => Ok(Actor::Human(id)),
         "agent" => Ok(Actor::Agent(id)),
