@@ -123,6 +123,18 @@ MUTATIONS = [
     ("conversation-index-kept", SCRUB,
      [("WHERE last_message_id = ANY($1)", "WHERE false AND last_message_id = ANY($1)")],
      "@rule:apply.scrub-im-conversation-index"),
+    # The suffix is built from every row from the target on, an earlier tombstone included.
+    ("suffix-includes-tombstones", PLAN,
+     [("WHERE m.scope_id = $1 AND m.seq >= $2 AND {MESSAGE_NOT_REWOUND_SQL} ORDER BY m.seq",
+       "WHERE m.scope_id = $1 AND m.seq >= $2 ORDER BY m.seq")],
+     "@rule:guard.prepare-suffix-non-rewound"),
+    # The rewound range is kept in a hidden-range table of its own.
+    ("hidden-range-table", APPLY,
+     [("    sqlx::query(tombstone)\n        .bind(&ids)\n",
+       "    sqlx::query(\"CREATE TABLE IF NOT EXISTS rewind_hidden_ranges (message_ids text[])\")\n"
+       "        .execute(&mut *conn)\n        .await\n        .db(\"hiding\")?;\n"
+       "    sqlx::query(tombstone)\n        .bind(&ids)\n")],
+     "@rule:sem.no-hidden-range-table"),
     ("transcript-first", APPLY,
      [("    scrub::scrub_suffix_facts(conn, &ids, variant).await?;\n", ""),
       ("        .db(\"tombstoning the suffix\")?;\n", "        .db(\"tombstoning the suffix\")?;\n    scrub::scrub_suffix_facts(conn, &ids, variant).await?;\n")],
@@ -210,6 +222,11 @@ MUTATIONS = [
      [("                \"operationId\": operation_id,\n            }),",
        "                \"operationId\": operation_id,\n                \"messages\": [],\n            }),")],
      "@rule:realtime.payload-no-suffix-content"),
+    # The invalidation doubles as a typed per-client sync payload: a tombstone page per surface.
+    ("event-payload-is-a-sync-tombstone-page", REALTIME,
+     [("                \"operationId\": operation_id,\n            }),",
+       "                \"operationId\": operation_id,\n                \"sync\": {\"tombstones\": [], \"patch\": {}},\n            }),")],
+     "@rule:surface.contract-not-sync-payload"),
     ("notice-without-client-id", REALTIME,
      [("client_message_id: Some(notice_client_id(operation_id)),", "client_message_id: None,")],
      "@rule:realtime.notice-idempotent-client-id"),

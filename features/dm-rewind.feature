@@ -14,6 +14,19 @@ Feature: A DM rewind tombstones the suffix (spec sections 1, 6.1, 6.4, 10)
     And messages "h-m4, h-service, h-app, h-m5, h-m6" are rewound tombstones
     And messages "h-m1, h-m2, h-system, h-m3, h-rewound" are untouched
 
+  @rule:guard.prepare-suffix-non-rewound
+  Scenario: an earlier rewind's tombstone inside the new suffix is left as it was
+    When human "alice" rewinds to before message "h-m3"
+    Then the rewind completes
+    And messages "h-m3, h-m4, h-service, h-app, h-m5, h-m6" are rewound tombstones
+    And messages "h-m1, h-m2, h-system, h-rewound" are untouched
+
+  @rule:sem.no-hidden-range-table
+  Scenario: a rewind keeps its facts in the spec's tables and creates no table of its own
+    When human "alice" rewinds to before message "h-m4"
+    Then the rewind completes
+    And the rewind created or dropped no table
+
   @rule:lifecycle.completed @rule:lifecycle.thread-id-primary-scope
   Scenario: the completed operation is recorded on the primary scope
     When human "alice" rewinds to before message "h-m5"

@@ -151,6 +151,27 @@ Feature: Every read surface after a rewind (spec sections 1 and 6.1.1)
       | a reply thread | read-surfaces            | r-2    | th-plan  | costs  | r-1, r-2, r-3      | r-1       |
       | a channel      | projections-human-suffix | n-4    | ch-notes | venue  | n-5, n-6           |           |
 
+  @rule:surface.no-stale-projection-patch @rule:surface.stale-reference-no-revival
+  Scenario: a client resuming the durable stream from a cursor taken before the rewind gets nothing of the rewound suffix to patch in
+    Given the conversation "read-surfaces"
+    When human "bob" reads the stream of scope "dm-ab", 1 at a time
+    Then the read shows messages "d-2"
+    When human "alice" rewinds to before message "d-4"
+    Then the rewind completes
+    When every projection row that named a rewound message comes back
+    And human "bob" reads the stream of scope "dm-ab" from the last read's cursor
+    Then the read shows messages "" and maybe the rewind notice
+
+  @rule:surface.no-stale-projection-patch @rule:surface.history-authority @ambiguity:stale-cursor-after-rewind
+  Scenario: a client paging history with a cursor taken before the rewind gets no rewound message and no page past the visible tail
+    Given the conversation "read-surfaces"
+    When human "bob" reads the history of scope "dm-ab", 2 at a time
+    Then the read shows messages "d-1, d-2"
+    When human "alice" rewinds to before message "d-4"
+    Then the rewind completes
+    When human "bob" reads the history of scope "dm-ab" from the last read's cursor
+    Then the read shows messages "d-3" and the rewind notice, or rejects the stale cursor
+
   @bad-read
   Scenario Outline: a bad read is answered, not failed: <case>
     Given the conversation "read-surfaces"

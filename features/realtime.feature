@@ -3,7 +3,7 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
   the broadcast scope and posts one system notice in the primary scope; neither,
   nor the API answer, carries the rewound content.
 
-  @rule:realtime.conversation-rewound @rule:realtime.post-commit @rule:realtime.payload-invalidation-only @rule:realtime.payload-no-suffix-content
+  @rule:realtime.conversation-rewound @rule:realtime.post-commit @rule:realtime.payload-invalidation-only @rule:realtime.payload-no-suffix-content @rule:surface.contract-not-sync-payload
   Scenario: a channel rewind invalidates the channel without quoting the suffix
     Given the conversation "projections-human-suffix"
     When human "alice" rewinds to before message "n-4"
@@ -105,7 +105,7 @@ Feature: Realtime and API behaviour after a rewind (spec section 8)
     When human "bob" syncs scope "ch-notes" after seq 5
     Then the sync page holds messages "" and the rewind notice
 
-  @rule:realtime.sync-no-tombstone-page @rule:sem.rewound-invisible-everywhere
+  @rule:realtime.sync-no-tombstone-page @rule:sem.rewound-invisible-everywhere @rule:surface.contract-not-sync-payload
   Scenario: message sync after a rewind returns the visible messages and no tombstone page
     Given the conversation "projections-human-suffix"
     When human "alice" rewinds to before message "n-4"

@@ -356,6 +356,16 @@ mod tests {
     }
 
     #[test]
+    fn the_read_surfaces_are_the_protocols() {
+        let wire: Vec<&str> = rewind_driver_protocol::ReadSurface::ALL
+            .iter()
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(READ_SURFACES.as_slice(), wire.as_slice());
+        assert!(READ_SURFACES.iter().all(|s| SURFACES.contains(s)));
+    }
+
+    #[test]
     fn the_default_features_declare_everything() {
         // `cargo test` builds with the default features.
         if cfg!(all(

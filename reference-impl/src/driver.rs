@@ -250,6 +250,18 @@ impl Session {
         &self,
         request: &wire::SyncRequest,
     ) -> Result<wire::SyncPage, DriverFailure> {
+        let member = crate::reads::is_member(&self.pool, &request.scope_id, &request.user_id)
+            .await
+            .map_err(|e| failure("internal", e))?;
+        if !member {
+            return Err(failure(
+                "bad_request",
+                format!(
+                    "human `{}` is not a member of scope `{}`: message sync serves members only",
+                    request.user_id, request.scope_id
+                ),
+            ));
+        }
         let page = crate::reads::sync_messages(
             &self.pool,
             &request.scope_id,

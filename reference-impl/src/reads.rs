@@ -86,6 +86,18 @@ pub async fn read_state(
     ))
 }
 
+/// Whether human `user_id` is a member of `scope_id` (message sync serves members only).
+pub async fn is_member(pool: &PgPool, scope_id: &str, user_id: &str) -> Result<bool, RewindError> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM scope_memberships WHERE scope_id = $1 AND user_id = $2)",
+    )
+    .bind(scope_id)
+    .bind(user_id)
+    .fetch_one(pool)
+    .await
+    .db("checking membership")
+}
+
 /// Up to `limit` visible messages of `scope_id` after seq `after_seq`.
 pub async fn sync_messages(
     pool: &PgPool,

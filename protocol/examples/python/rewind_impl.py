@@ -627,6 +627,8 @@ READABLE = f"""
     SELECT m.id, m.scope_id, m.seq, m.content, m.created_at,
            coalesce(m.metadata #>> '{{messageRecall,status}}', '') = 'recalled' AS recalled
     FROM scope_messages m WHERE {NOT_REWOUND}"""
+# Search and receive skip recalled placeholders: they have no content to match or deliver.
+NOT_RECALLED = "coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'recalled'"
 DEFAULT_PAGE = 50
 
 
@@ -697,8 +699,9 @@ class _Reading:
         parent's membership)."""
         column = "user_id" if self.kind == "human" else "agent_id"
         row = _one(self.conn, f"""
-            SELECT least(sm.last_read_seq, (SELECT coalesce(max(m.seq), 0) FROM scope_messages m
-                                            WHERE m.scope_id = sm.scope_id AND {NOT_REWOUND})) AS seq
+            SELECT least(sm.last_read_seq,
+                         (SELECT coalesce(max(m.seq), 0) FROM scope_messages m
+                          WHERE m.scope_id = sm.scope_id AND {NOT_REWOUND})) AS seq
             FROM scope_memberships sm WHERE sm.scope_id = %s AND sm.{column} = %s""",
                    self.scope["id"], self.reader)
         return row["seq"] if row else 0
@@ -771,8 +774,8 @@ def _search(r: _Reading) -> None:
     """Messages whose content holds every word of the query (the transcript row's content, not a
     search document, which may be stale); recalled placeholders have no content to match."""
     words = r.need("query").split()
-    rows = _all(r.conn, READABLE + """
-        AND m.scope_id = %s AND NOT coalesce(m.metadata #>> '{messageRecall,status}', '') = 'recalled'
+    rows = _all(r.conn, READABLE + f"""
+        AND m.scope_id = %s AND {NOT_RECALLED}
         AND to_tsvector('simple', m.content) @@ plainto_tsquery('simple', %s)
         ORDER BY m.seq""", r.scope["id"], " ".join(words))
     for row in rows:
@@ -784,8 +787,7 @@ def _receive(r: _Reading) -> None:
     position that someone else wrote. The rewind notice wakes nobody (§8), so it is not one."""
     rows = _all(r.conn, READABLE + f"""
         AND m.scope_id = %s AND m.seq > %s AND {r.not_written_by_reader()} AND NOT {IS_NOTICE}
-        AND NOT coalesce(m.metadata #>> '{{messageRecall,status}}', '') = 'recalled'
-        ORDER BY m.seq""", r.scope["id"], r.read_position(), r.reader)
+        AND {NOT_RECALLED} ORDER BY m.seq""", r.scope["id"], r.read_position(), r.reader)
     for row in rows:
         r.show(row)
 

@@ -19,9 +19,10 @@ use crate::suite::world::RewindWorld;
 
 /// `When human "bob" reads the history of scope "dm-ab"`, `... reads the reactions of scope
 /// "dm-ab" for message "d-4"`, `... reads the search of scope "dm-ab" for "friday"`; also `for
-/// attachment "att-1"` and `for cursor "..."`.
+/// attachment "att-1"`, `for cursor "..."` and `from the last read's cursor` (the `nextCursor` the
+/// previous read handed out), each optionally paged `, 2 at a time`.
 #[when(
-    regex = r#"^(human|agent) "([^"]+)" reads the ([a-z-]+) of scope "([^"]+)"\s*((?:for (?:message|attachment|cursor) "[^"]*"|for "[^"]+")?)$"#
+    regex = r#"^(human|agent) "([^"]+)" reads the ([a-z-]+) of scope "([^"]+)"\s*((?:for (?:message|attachment|cursor) "[^"]*"|for "[^"]+"|from the last read's cursor)?)((?:, \d+ at a time)?)$"#
 )]
 async fn reads(
     world: &mut RewindWorld,
@@ -30,6 +31,7 @@ async fn reads(
     surface: String,
     scope: String,
     argument: String,
+    page: String,
 ) -> anyhow::Result<()> {
     let surface = ReadSurface::from_name(&surface).ok_or_else(|| {
         anyhow!(
@@ -45,9 +47,26 @@ async fn reads(
         attachment_id: None,
         query: None,
         cursor: None,
-        limit: None,
+        limit: page
+            .trim_start_matches(", ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok()),
     };
-    if let Some(rest) = argument.strip_prefix("for ") {
+    if argument == "from the last read's cursor" {
+        let (_, answer) = last_read(world)?;
+        let ReadAnswer::Found {
+            next_cursor: Some(cursor),
+            ..
+        } = answer
+        else {
+            bail!(
+                "the last read handed out no cursor to resume from: {}",
+                describe(answer)
+            );
+        };
+        request.cursor = Some(cursor.clone());
+    } else if let Some(rest) = argument.strip_prefix("for ") {
         let (what, value) = match rest.split_once(' ') {
             Some((what, value)) if value.starts_with('"') => (what, value),
             _ => ("query", rest),
@@ -218,7 +237,13 @@ fn describe(answer: &ReadAnswer) -> String {
 async fn shows(world: &mut RewindWorld, ids: String, notice: String) -> anyhow::Result<()> {
     let (shown, recalled, notices) = checked_messages(world).await?;
     let (request, _) = last_read(world)?;
-    let transcript = matches!(request.surface, ReadSurface::History | ReadSurface::Message);
+    let surface = request.surface;
+    let what = format!(
+        "the `{}` read of scope `{}`",
+        surface.name(),
+        request.scope_id
+    );
+    let transcript = matches!(surface, ReadSurface::History | ReadSurface::Message);
     let want: Vec<String> = id_list(&ids).iter().map(|i| world.resolve(i)).collect();
     let mut got: Vec<String> = shown
         .iter()
@@ -231,11 +256,6 @@ async fn shows(world: &mut RewindWorld, ids: String, notice: String) -> anyhow::
         got.sort();
         expected.sort();
     }
-    let what = format!(
-        "the `{}` read of scope `{}`",
-        request.surface.name(),
-        request.scope_id
-    );
     ensure!(
         got == expected,
         "{what} shows {got:?}, expected {expected:?} (everything shown: {shown:?})"
@@ -256,7 +276,62 @@ async fn shows(world: &mut RewindWorld, ids: String, notice: String) -> anyhow::
             "{what} shows a rewind notice where none was expected: {shown:?}"
         ),
     }
+    if !transcript && !recalled.is_empty() {
+        world.take_reading("recalled-on-feed-surfaces", "placeholder-shown")?;
+    } else if surface == ReadSurface::DiagnosticsPreview {
+        let scope = last_read(world)?.0.scope_id.clone();
+        let recent_recalled: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT metadata FROM scope_messages WHERE scope_id = $1 \
+               AND coalesce(metadata #>> '{messageRecall,status}', '') <> 'rewound' \
+             ORDER BY seq DESC LIMIT 20) m \
+             WHERE m.metadata #>> '{messageRecall,status}' = 'recalled'",
+        )
+        .bind(&scope)
+        .fetch_one(world.pool()?)
+        .await
+        .context("counting recalled messages")?;
+        if recent_recalled > 0 {
+            world.take_reading("recalled-on-feed-surfaces", "placeholder-omitted")?;
+        }
+    }
+    if notice.trim() == "and maybe the rewind notice" {
+        let reading = if notices.is_empty() {
+            "not-shown"
+        } else {
+            "shown"
+        };
+        world.take_reading("notice-on-feed-surfaces", reading)?;
+    }
     Ok(())
+}
+
+/// `Then the read shows messages "d-3" and the rewind notice, or rejects the stale cursor`: a
+/// paged read given a cursor from before a rewind either resumes (showing exactly that) or
+/// refuses the cursor as stale (ambiguity `stale-cursor-after-rewind`).
+#[then(
+    regex = r#"^the read shows messages "([^"]*)"( and the rewind notice)?, or rejects the stale cursor$"#
+)]
+async fn shows_or_rejects_cursor(
+    world: &mut RewindWorld,
+    ids: String,
+    notice: String,
+) -> anyhow::Result<()> {
+    if let (
+        _,
+        ReadAnswer::Rejected {
+            reason: ReadRejection::BadCursor,
+            message,
+        },
+    ) = last_read(world)?
+    {
+        ensure!(
+            !message.trim().is_empty(),
+            "the rejection carries no message for people"
+        );
+        return world.take_reading("stale-cursor-after-rewind", "reject");
+    }
+    shows(world, ids, notice).await?;
+    world.take_reading("stale-cursor-after-rewind", "resume")
 }
 
 /// `Then the read shows the visible tail of scope "dm-ab"`: exactly one message, the newest

@@ -681,3 +681,31 @@ async fn operation_or_not_yet(
     };
     world.take_reading("plan-persist-vs-scope-lock", reading)
 }
+
+/// `Then the rewind created or dropped no table`: the rewind keeps the tombstone marker in
+/// `scope_messages.metadata` and needs no hidden-range or audit table (spec 1). Compares every
+/// table of the `public` schema with the snapshot taken just before the rewind.
+#[then("the rewind created or dropped no table")]
+async fn no_new_table(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let before: std::collections::BTreeSet<String> =
+        world.before_snapshot()?.tables.keys().cloned().collect();
+    let mut conn = world
+        .pool()?
+        .acquire()
+        .await
+        .context("acquiring a connection")?;
+    let now: std::collections::BTreeSet<String> =
+        rewind_conformance::inspect::spec_tables(&mut conn)
+            .await
+            .context("listing the tables")?
+            .into_iter()
+            .collect();
+    let created: Vec<&String> = now.difference(&before).collect();
+    let dropped: Vec<&String> = before.difference(&now).collect();
+    anyhow::ensure!(
+        created.is_empty() && dropped.is_empty(),
+        "the rewind created tables {created:?} and dropped tables {dropped:?}: rewind keeps no \
+         hidden-range or audit table on the message side (spec 1)"
+    );
+    Ok(())
+}
