@@ -212,6 +212,18 @@ MUTATIONS = [
      "@rule:recompute.reply-thread-summary"),
     ("non-tail-fork-allowed", GUARDS,
      [("if parent != last || ", "if parent == \"never\" || ")], "@rule:thread.non-tail-fork-blocked"),
+    # Forks checked on the target and the tail only: a thread on a message between them (fixture
+    # reply-thread-middle) lets the rewind through.
+    ("middle-fork-allowed", GUARDS,
+     [("    for (child, parent) in forks {",
+       "    for (child, parent) in forks.iter().filter(|(_, p)| p == &suffix_ids[0] || p == last) {")],
+     "@rule:thread.non-tail-fork-blocked"),
+    # Archived reply threads taken for live ones: an archived fork blocks, an archived tail thread
+    # cascades (and its other human's reply refuses the rewind).
+    ("archived-forks-checked", PLAN,
+     [("WHERE parent_message_id = ANY($1) AND archived_at IS NULL ORDER BY id",
+       "WHERE parent_message_id = ANY($1) ORDER BY id")],
+     "@rule:guard.cascade-active-child-topology"),
     ("cascade-other-human-unchecked", PLAN,
      [("guards::check_other_humans(initiator_user_id, &child).map_err(RewindError::refused)?;", "let _ = &child;")],
      "@rule:thread.cascade-other-human-guard"),

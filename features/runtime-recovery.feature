@@ -16,6 +16,22 @@ Feature: Runtime recovery (spec sections 1, 4, 5, 6.1, 6.4 and 10)
     And every runtime restore happened before the first tombstone
     And messages "codex-3, codex-4" are rewound tombstones
 
+  # Every projection kind and delivery fact around a suffix a codex agent took part in, with a
+  # recalled placeholder just before the target and a private grant on the channel.
+  @rule:runtime.apply-after-all-restores @rule:sem.scrub-leaking-projections @rule:sem.rewound-not-recalled @rule:inv.no-private-grant-change
+  Scenario: a codex agent in a suffix with every projection kind is restored first, then only the suffix is scrubbed
+    Given the conversation "all-projections"
+    When human "alice" rewinds to before message "msg-p-5"
+    Then the rewind completes
+    And the runtime of agent "agent-codex" was restored to its recovery point for message "msg-p-5"
+    And the codex thread of agent "agent-codex" has turns "turn-1"
+    And every runtime restore happened before the first tombstone
+    And messages "msg-p-5, msg-p-6, msg-p-7, msg-p-8" are rewound tombstones
+    And messages "msg-p-1, msg-p-2, msg-p-3, msg-p-4, msg-o-1, msg-o-2" are untouched
+    And every projection, delivery fact and recovery point not bound to messages "msg-p-5, msg-p-6, msg-p-7, msg-p-8" is as before
+    And no transcript or projection holds the canaries of messages "msg-p-5, msg-p-6, msg-p-7, msg-p-8"
+    And no membership or private grant changed
+
   @rule:runtime.codex-recovery-ref @rule:runtime.codex-thread-rollback
   Scenario: turnCount 0 rewinds a codex agent's first turn
     Given the conversation "runtime-agents"

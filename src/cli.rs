@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use rewind_conformance::catalog::{scan_features, Catalog, Coverage, Register, Untestable};
+use rewind_conformance::catalog::{
+    scan_features, Catalog, Coverage, Pending, Register, Untestable,
+};
 use rewind_conformance::expectations::Expectations;
 use rewind_conformance::fixtures::load_fixture_dir;
 use rewind_conformance::postgres::{
@@ -66,13 +68,17 @@ struct Cli {
 enum Command {
     /// Run the Gherkin suite against an implementation.
     Run(Box<RunArgs>),
-    /// Check that every scenario tag names a catalog rule and report uncovered rules.
+    /// The coverage gate: check the rule tags and the untestable and pending lists, and report
+    /// the holes (rules without a scenario, unasserted error messages, unused fixtures).
     Coverage(CoverageArgs),
     /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
     Compare(CompareArgs),
     /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
     /// trivial rewind, its events, detach.
     Smoke(SmokeArgs),
+    /// Print the step library's reference (Markdown, generated from the step definitions;
+    /// the committed copy is `docs/STEPS.md`).
+    Steps,
 }
 
 #[derive(Debug, clap::Args)]
@@ -161,6 +167,9 @@ struct Paths {
     /// Rules no black-box scenario can check, with reasons.
     #[arg(long, default_value = "features/untestable.yaml")]
     untestable: PathBuf,
+    /// Rules that wait for a piece of harness work, each naming it (`waits_for`).
+    #[arg(long, default_value = "features/pending.yaml")]
+    pending: PathBuf,
     /// The ambiguity register: what the spec leaves open and which readings the steps accept.
     #[arg(long, default_value = "features/ambiguities.yaml")]
     ambiguities: PathBuf,
@@ -215,8 +224,9 @@ struct RunArgs {
     /// most 32; each scenario holds up to 8 PostgreSQL connections).
     #[arg(short = 'c', long, default_value_t = 8, value_parser = parse_concurrency, allow_hyphen_values = true)]
     concurrency: usize,
-    /// Write a JUnit XML report here.
-    #[arg(long)]
+    /// Write a JUnit XML report here (one test case per scenario, from the final verdicts:
+    /// leak-scan failures and protocol violations included).
+    #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Write the runtime restore fault matrix (runtime x fault kind) here, as Markdown.
     #[arg(long, value_name = "FILE")]
@@ -225,9 +235,41 @@ struct RunArgs {
     /// runtime answered the implementation) here, as Markdown.
     #[arg(long, value_name = "FILE")]
     compat_matrix: Option<PathBuf>,
+    /// Write a Markdown summary here (counts, failures first, the rule matrix folded): for a
+    /// CI job summary or a pull-request comment.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Write the rule-by-rule matrix here as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Write every report into this directory: `junit.xml`, `results.json`, `summary.md`,
+    /// `rules.html`, `fault-matrix.md`, `compat-matrix.md`.
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
     /// Stop at the first failing scenario.
     #[arg(long)]
     fail_fast: bool,
+    /// Only scenarios tagged with this catalog rule id (`--rule init.human-only`); repeat it for
+    /// several (a scenario of any of them is run). Combines with `--tags` and `--name`.
+    #[arg(long = "rule", value_name = "RULE_ID")]
+    rules: Vec<String>,
+    /// Print the scenarios the filters (and `--shard`) select, with their rules, and exit
+    /// without starting PostgreSQL or the implementation.
+    #[arg(long)]
+    list: bool,
+    /// Run one shard of the selection: `I/N` is the I-th of N (1-based). The N shards of one
+    /// selection hold every scenario exactly once, the same on every machine.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<crate::suite::shard::ShardSpec>,
+    /// A previous run's results file (`--json`, or `results.json` of `--report-dir`): its
+    /// scenario durations balance the shards by time instead of by count.
+    #[arg(
+        long,
+        env = "REWIND_DURATIONS",
+        value_name = "FILE",
+        requires = "shard"
+    )]
+    durations: Option<PathBuf>,
     /// Keep every scenario database after the run, for debugging, and print their names and how
     /// to connect (the embedded PostgreSQL or the container is left running).
     #[arg(long)]
@@ -238,7 +280,12 @@ struct RunArgs {
 struct CoverageArgs {
     #[command(flatten)]
     paths: Paths,
-    /// Fail when any rule has no scenario.
+    /// Directory of YAML fixtures: each must be used by a scenario.
+    #[arg(long, default_value = "fixtures")]
+    fixtures: PathBuf,
+    /// Fail on every hole (exit 1): a rule with no scenario that neither the untestable nor the
+    /// pending list accounts for, a section 9 message no step asserts verbatim, a fixture no
+    /// scenario uses. Without it they are warnings.
     #[arg(long)]
     strict: bool,
 }
@@ -258,6 +305,12 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => {
             crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
         }
+        Command::Steps => crate::step_reference::markdown()
+            .map_err(anyhow::Error::msg)
+            .map(|text| {
+                print!("{text}");
+                Outcome::Passed
+            }),
         Command::Smoke(args) => match tokio::runtime::Runtime::new() {
             Ok(runtime) => runtime.block_on(smoke(args)),
             Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
@@ -418,38 +471,56 @@ async fn smoke(args: SmokeArgs) -> anyhow::Result<Outcome> {
 }
 
 fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
+    use rewind_conformance::catalog::{fixture_files, Gate};
     let catalog = Catalog::load(&args.paths.catalog)?;
     let scan = scan_features(&args.paths.features)
         .with_context(|| format!("reading features in `{}`", args.paths.features.display()))?;
     let untestable = Untestable::load(&args.paths.untestable)?;
+    let pending = Pending::load(&args.paths.pending)?;
     let register = Register::load(&args.paths.ambiguities)?;
     let rule_ids: std::collections::BTreeSet<String> =
         catalog.rules().iter().map(|r| r.id.clone()).collect();
     let allow = rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
+    let fixtures = fixture_files(&args.fixtures).with_context(|| {
+        format!(
+            "reading the fixtures directory `{}` (pass `--fixtures DIR`)",
+            args.fixtures.display()
+        )
+    })?;
     let coverage = Coverage::compute(&catalog, &scan);
-    let mut failures = coverage.hard_failures();
+    let gate = Gate::check(
+        &catalog,
+        &scan,
+        &untestable,
+        &pending,
+        &fixtures,
+        &args.fixtures,
+    );
+    let mut failures = gate.errors.clone();
     failures.extend(register.check(&scan, features_dir(&args.paths.features)));
     for failure in &failures {
         println!("error: {failure}");
     }
-    let uncovered: Vec<&str> = coverage
-        .uncovered()
-        .into_iter()
-        .filter(|id| !untestable.contains(id))
-        .collect();
     println!(
-        "{} rules, {} scenarios; {} rules covered, {} listed untestable, {} without a scenario",
+        "{} rules, {} scenarios; {} rules covered, {} listed untestable, {} pending, {} without a scenario",
         catalog.rules().len(),
         coverage.scenarios,
-        catalog.rules().len() - coverage.uncovered().len(),
-        untestable.rules.len(),
-        uncovered.len()
+        gate.covered,
+        gate.untestable,
+        gate.pending,
+        gate.unaccounted.len()
     );
-    for id in &uncovered {
-        println!("  uncovered: {id}");
-    }
-    for message in &coverage.unasserted_messages {
-        println!("  error message never asserted verbatim: \"{message}\"");
+    // The holes themselves are the positioned `warning:` / `error:` lines at the end.
+    for rule in pending
+        .rules
+        .iter()
+        .filter(|r| catalog.get(&r.id).is_some())
+    {
+        println!(
+            "  pending: {} (waits for {})",
+            rule.id,
+            rule.waits_for.trim_end_matches('.')
+        );
     }
     println!(
         "{} ambiguities registered ({} tagged on scenarios, {} step-wide, {} not observable yet)",
@@ -480,9 +551,29 @@ fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let strict_gaps =
-        args.strict && (!uncovered.is_empty() || !coverage.unasserted_messages.is_empty());
-    Ok(failures.is_empty() && !strict_gaps)
+    let grade = if args.strict { "error" } else { "warning" };
+    for gap in &gate.gaps {
+        println!("{grade}: {gap}");
+    }
+    if args.strict {
+        let problems = failures.len() + gate.gaps.len();
+        if problems == 0 {
+            println!("coverage --strict: passed (every rule has a scenario, is untestable or pending; every message is asserted; every fixture is used)");
+        } else {
+            println!(
+                "coverage --strict: failed: {problems} problem{}",
+                if problems == 1 { "" } else { "s" }
+            );
+        }
+    } else if !gate.gaps.is_empty() {
+        println!(
+            "{} hole{} in the suite (`coverage --strict` fails on {})",
+            gate.gaps.len(),
+            if gate.gaps.len() == 1 { "" } else { "s" },
+            if gate.gaps.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(failures.is_empty() && (!args.strict || gate.gaps.is_empty()))
 }
 
 /// The directory the register's scenario names are relative to.
@@ -579,8 +670,29 @@ struct Filters {
     name: Option<regex::Regex>,
 }
 
+/// `--shard I/N`.
+fn parse_shard(text: &str) -> Result<crate::suite::shard::ShardSpec, String> {
+    text.parse()
+}
+
+/// The tag expression the run filters by: `--tags`, and any of the `--rule` ids.
+fn effective_tags(args: &RunArgs) -> Option<String> {
+    let rules = (!args.rules.is_empty()).then(|| {
+        args.rules
+            .iter()
+            .map(|r| format!("@rule:{}", r.trim_start_matches("@rule:")))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    });
+    match (&args.tags, rules) {
+        (Some(tags), Some(rules)) => Some(format!("({tags}) and ({rules})")),
+        (Some(tags), None) => Some(tags.clone()),
+        (None, rules) => rules,
+    }
+}
+
 fn parse_filters(args: &RunArgs) -> anyhow::Result<Filters> {
-    let tags = match &args.tags {
+    let tags = match &effective_tags(args) {
         Some(text) => Some(text.parse().map_err(|e| {
             usage(format!(
                 "`--tags {text}` is not a tag expression: {e} (e.g. `@rule:init.human-only`, \
@@ -601,24 +713,48 @@ fn parse_filters(args: &RunArgs) -> anyhow::Result<Filters> {
     Ok(Filters { tags, name })
 }
 
+/// The report files of the run: each single-report option, then every report of
+/// `--report-dir`.
+fn report_targets(args: &RunArgs) -> Vec<crate::reports::Target> {
+    use crate::reports::Kind;
+    crate::reports::targets(
+        &[
+            (Kind::Junit, args.junit.as_ref()),
+            (Kind::Json, args.json.as_ref()),
+            (Kind::Markdown, args.markdown.as_ref()),
+            (Kind::Html, args.html.as_ref()),
+            (Kind::FaultMatrix, args.fault_matrix.as_ref()),
+            (Kind::CompatMatrix, args.compat_matrix.as_ref()),
+        ],
+        args.report_dir.as_deref(),
+    )
+}
+
 /// Checks that each report path of the run can be written, without leaving a file behind.
 fn check_output_paths(args: &RunArgs) -> anyhow::Result<()> {
-    let outputs = [
-        ("--junit", &args.junit),
-        ("--json", &args.json),
-        ("--fault-matrix", &args.fault_matrix),
-        ("--compat-matrix", &args.compat_matrix),
-    ];
-    for (flag, path) in outputs {
-        let Some(path) = path else { continue };
+    if let Some(dir) = &args.report_dir {
+        if dir.exists() && !dir.is_dir() {
+            return Err(usage(format!(
+                "`--report-dir {0}` cannot be written: `{0}` is not a directory; choose a \
+                 writable path",
+                dir.display()
+            )));
+        }
+    }
+    for target in report_targets(args) {
+        let path = &target.path;
         let fail = |why: String| {
             usage(format!(
-                "`{flag} {}` cannot be written: {why}; choose a writable path",
-                path.display()
+                "`{}` cannot be written: {why}; choose a writable path",
+                target.option
             ))
         };
         if path.is_dir() {
-            return Err(fail("it is a directory".to_owned()));
+            return Err(fail(if target.option.starts_with("--report-dir") {
+                format!("`{}` is a directory", path.display())
+            } else {
+                "it is a directory".to_owned()
+            }));
         }
         let dir = path
             .parent()
@@ -658,6 +794,125 @@ fn check_output_paths(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The scenarios this run executes when it is one shard of a split run (`None`: every selected
+/// one), and how many scenarios it will finish.
+fn shard_of_selection(
+    args: &RunArgs,
+    selected: &[crate::suite::selection::Selected],
+) -> anyhow::Result<(
+    Option<std::collections::HashSet<crate::suite::shard::Key>>,
+    usize,
+)> {
+    use crate::suite::shard::{assign, load_durations, Key};
+    let keys: Vec<Key> = selected
+        .iter()
+        .flat_map(|s| {
+            let feature = crate::suite::applicability::relative_to_cwd(&s.path)
+                .display()
+                .to_string();
+            s.units.iter().map(move |u| Key {
+                feature: feature.clone(),
+                line: u.line,
+            })
+        })
+        .collect();
+    let Some(spec) = args.shard else {
+        return Ok((None, keys.len()));
+    };
+    let durations = args.durations.as_deref().map(load_durations).transpose()?;
+    let shard_of = assign(&keys, spec.count, durations.as_ref());
+    let mine: std::collections::HashSet<Key> = keys
+        .iter()
+        .zip(&shard_of)
+        .filter(|(_, shard)| **shard + 1 == spec.index)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if mine.is_empty() {
+        return Err(usage(format!(
+            "shard {spec} holds no scenario: the filters select {} scenario{}, fewer than {} \
+             shards (use fewer shards)",
+            keys.len(),
+            if keys.len() == 1 { "" } else { "s" },
+            spec.count
+        )));
+    }
+    let count = mine.len();
+    let loads = crate::suite::shard::loads(&keys, &shard_of, spec.count, durations.as_ref());
+    let balance = match &durations {
+        Some(_) => {
+            let secs: Vec<String> = loads
+                .values()
+                .map(|(_, ms)| format!("{:.0}s", ms / 1000.0))
+                .collect();
+            format!("recorded work per shard {}", secs.join(" / "))
+        }
+        None => "no durations: balanced by count".to_owned(),
+    };
+    eprintln!(
+        "shard {spec}: {count} of {} scenarios ({balance})",
+        keys.len()
+    );
+    Ok((Some(mine), count))
+}
+
+/// `--list`: the selected scenarios (one line each, with their rules), then the rules they
+/// check, on stdout.
+fn print_list(
+    args: &RunArgs,
+    selected: &[crate::suite::selection::Selected],
+    only: Option<&std::collections::HashSet<crate::suite::shard::Key>>,
+    catalog: &Catalog,
+) {
+    let mut rules = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for s in selected {
+        let feature = crate::suite::applicability::relative_to_cwd(&s.path)
+            .display()
+            .to_string();
+        for unit in &s.units {
+            let key = crate::suite::shard::Key {
+                feature: feature.clone(),
+                line: unit.line,
+            };
+            if only.is_some_and(|o| !o.contains(&key)) {
+                continue;
+            }
+            let ids: Vec<&str> = unit
+                .tags
+                .iter()
+                .filter_map(|t| t.strip_prefix("rule:"))
+                .collect();
+            rules.extend(ids.iter().map(|r| (*r).to_owned()));
+            println!(
+                "{feature}:{} {}  [{}]",
+                unit.line,
+                unit.name,
+                ids.join(", ")
+            );
+            count += 1;
+        }
+    }
+    let shard = args
+        .shard
+        .map(|s| format!(" in shard {s}"))
+        .unwrap_or_default();
+    println!(
+        "\n{count} scenario{}{shard}, checking {} rule{}:",
+        if count == 1 { "" } else { "s" },
+        rules.len(),
+        if rules.len() == 1 { "" } else { "s" }
+    );
+    for id in &rules {
+        let text = catalog
+            .rules()
+            .iter()
+            .find(|r| &r.id == id)
+            .map(|r| r.text.as_str())
+            .unwrap_or("");
+        println!("  {id}  {text}");
+    }
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
@@ -724,6 +979,31 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         catalog.rules().iter().map(|r| r.id.clone()).collect();
     let leak_allow =
         rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
+    // The reports that show the rule matrix read the untestable and pending lists too.
+    let report_targets = report_targets(&args);
+    let rule_index = if report_targets.iter().any(|t| t.kind.needs_rules()) {
+        let untestable = Untestable::load(&args.paths.untestable)?;
+        let pending = Pending::load(&args.paths.pending)?;
+        crate::reports::RuleIndex::new(&catalog, &untestable, &pending, &scan)
+    } else {
+        crate::reports::RuleIndex::default()
+    };
+    let unknown_rules: Vec<&String> = args
+        .rules
+        .iter()
+        .filter(|r| !rule_ids.contains(r.trim_start_matches("@rule:")))
+        .collect();
+    if !unknown_rules.is_empty() {
+        return Err(usage(format!(
+            "`--rule {}` names no rule of `{}` (`coverage` lists the rules)",
+            unknown_rules
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join("`, `--rule "),
+            args.paths.catalog.display()
+        )));
+    }
     let selected =
         crate::suite::selection::select(&scan.files, filters.tags.as_ref(), filters.name.as_ref())?;
     if selected.is_empty() {
@@ -768,6 +1048,11 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             fixtures.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
+    let (only, expected) = shard_of_selection(&args, &selected)?;
+    if args.list {
+        print_list(&args, &selected, only.as_ref(), &catalog);
+        return Ok(Outcome::Passed);
+    }
     let profile = match &args.profile {
         Some(path) => CapabilityProfile::load(path)?,
         None => CapabilityProfile::compiled(),
@@ -804,6 +1089,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let server = PostgresServer::provision(&choice).await?;
     let provision_time = started.elapsed();
+    let (started_at, suite_started) = (chrono::Utc::now(), Instant::now());
     let outcome = run_on_server(
         &args,
         &server,
@@ -811,8 +1097,10 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         profile,
         (catalog, register, leak_allow),
         fixtures,
+        (only, expected),
     )
     .await;
+    let suite_time = suite_started.elapsed();
     let kept_server = if args.keep_databases && outcome.is_ok() {
         server.keep()
     } else {
@@ -828,29 +1116,33 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             entry.at, entry.feature, entry.scenario
         );
     }
-    if let Some(path) = &args.fault_matrix {
-        write_fault_matrix(path, &stats.faults)?;
-    }
-    if let Some(path) = &args.compat_matrix {
-        write_markdown(
-            path,
-            "runtime compatibility matrix",
-            &format!(
-                "# Runtime compatibility\n\n\
-                 What each runtime release the mocks imitated answered the implementation at each \
-                 step of its recovery strategy (`works (n)` calls, or `refused (n): <the runtime's \
-                 error>`; planted faults left out; `-`: no such call).\n\n{}",
-                stats.compat.markdown()
-            ),
-        )?;
-    }
-    if let Some(path) = &args.json {
-        crate::results::write(path, &stats.sut, &report, stats.compat.rows())?;
-    }
+    // Every report from the final verdicts (leak scan, protocol violations, expectations).
+    let problems: Vec<String> = stale
+        .iter()
+        .map(|entry| {
+            format!(
+                "{}: expected failure `{}: {}` names no scenario of the features",
+                entry.at, entry.feature, entry.scenario
+            )
+        })
+        .collect();
+    let data = crate::reports::RunData::new(
+        &stats.sut,
+        &stats.profile,
+        started_at,
+        suite_time,
+        &report,
+        &rule_index,
+        (&stats.faults, &stats.compat),
+        problems,
+    );
+    // A report that cannot be written fails the run, after the summary is printed.
+    let written = crate::reports::write_all(&report_targets, &data);
     print_summary(&args, &choice, provision_time, &report, &stats);
     if args.keep_databases {
         print_kept(&stats.kept, &kept_server);
     }
+    written?;
     Ok(if report.counts().violations > 0 {
         Outcome::ProtocolViolation
     } else if report.fails() || !stale.is_empty() {
@@ -877,24 +1169,6 @@ fn print_kept(kept: &[(String, String)], server: &[String]) {
     }
 }
 
-fn write_fault_matrix(path: &std::path::Path, matrix: &FaultMatrix) -> anyhow::Result<()> {
-    let text = format!(
-        "# Runtime restore fault matrix\n\n\
-         Each cell: whether every scenario that planted this fault in this runtime's restore \
-         passed (`-`: no scenario ran).\n\n{}",
-        matrix.markdown()
-    );
-    write_markdown(path, "fault matrix", &text)
-}
-
-/// Writes a Markdown report, making its directory.
-fn write_markdown(path: &std::path::Path, what: &str, text: &str) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("writing the {what} `{}`", path.display()))
-}
-
 struct RunStats {
     isolation: Vec<(Duration, Duration)>,
     faults: FaultMatrix,
@@ -915,6 +1189,10 @@ async fn run_on_server(
     profile: CapabilityProfile,
     (catalog, register, leak_allow): (Catalog, Register, rewind_conformance::leak_scan::AllowList),
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
+    (only, expected): (
+        Option<std::collections::HashSet<crate::suite::shard::Key>>,
+        usize,
+    ),
 ) -> anyhow::Result<(SuiteReport, RunStats)> {
     let template =
         TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR).await?;
@@ -970,11 +1248,12 @@ async fn run_on_server(
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
-        tags: args.tags.clone(),
+        tags: effective_tags(args),
         name: args.name.clone(),
         concurrency: args.concurrency,
-        junit: args.junit.clone(),
         fail_fast: args.fail_fast,
+        only: only.map(Arc::new),
+        expected,
     };
     let report = run_suite(&options, Arc::clone(&context))
         .await
@@ -1172,14 +1451,8 @@ fn print_summary(
         exercised.len(),
         failing.len()
     );
-    if let Some(path) = &args.fault_matrix {
-        println!("  fault matrix: {}", path.display());
-    }
-    if let Some(path) = &args.compat_matrix {
-        println!("  compatibility matrix: {}", path.display());
-    }
-    if let Some(junit) = &args.junit {
-        println!("  JUnit report: {}", junit.display());
+    for target in report_targets(args) {
+        println!("  {}: {}", target.kind.what(), target.path.display());
     }
     let counts = report.counts();
     if !report.not_applicable.is_empty() {

@@ -1,8 +1,10 @@
 //! The `rewind-conformance` command: see `rewind-conformance --help`.
 
 mod cli;
+mod reports;
 mod results;
 mod smoke;
+mod step_reference;
 mod suite;
 
 fn main() -> std::process::ExitCode {

@@ -1,5 +1,8 @@
-//! The results file (`run --json FILE`): one record per scenario, and [`compare_files`], which
-//! proves two runs (e.g. in process and over HTTP) ended the same way, scenario for scenario.
+//! The results file (`run --json FILE`, format `rewind-conformance-results` version 2, schema
+//! `schemas/results.schema.json`): one record per scenario (its rules, verdict, wall time in
+//! `durationMs`, failure, protocol violations and readings) and one per catalog rule (its
+//! status and scenarios); and [`compare_files`], which proves two runs (e.g. in process and
+//! over HTTP) ended the same way, scenario for scenario. `compare` reads versions 1 and 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,23 +10,42 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use crate::suite::SuiteReport;
+use crate::reports::RunData;
 
 /// The format name written into every results file.
 const FORMAT: &str = "rewind-conformance-results";
+/// The version this harness writes.
+pub const VERSION: u32 = 2;
+/// Where the schema of [`VERSION`] is published, relative to the repository root.
+pub const SCHEMA: &str = "schemas/results.schema.json";
 
-/// A whole results file.
+/// A whole results file. Fields of version 2 default when a version 1 file is read.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Results {
     /// Always `rewind-conformance-results`.
     pub format: String,
-    /// The format version (1).
+    /// The format version (2; `compare` also reads 1).
     pub version: u32,
     /// The implementation that was run.
     pub sut: String,
-    /// Every scenario that ran.
+    /// What the implementation declared (its capability profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// When the run started (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// The run's wall time in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The counts and the run's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Every scenario, run or left out by the profile, by feature file and line.
     pub scenarios: Vec<ScenarioResult>,
+    /// Every catalog rule with its status in this run (version 2).
+    #[serde(default)]
+    pub rules: Vec<RuleResult>,
     /// Section 9 message to the code the implementation gave it (codes are the
     /// implementation's; the run only checks they are consistent).
     #[serde(default)]
@@ -32,6 +54,23 @@ pub struct Results {
     /// step (works, or refused with the runtime's error; see `suite::compat`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compatibility: Vec<crate::suite::compat::Row>,
+    /// What failed the run outside every scenario (version 2).
+    #[serde(default)]
+    pub problems: Vec<String>,
+}
+
+/// The counts of a run and how it ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Summary {
+    /// `passed` (exit 0), `failed` (exit 1) or `protocol_violation` (exit 4).
+    pub outcome: String,
+    /// Every scenario, left out ones included.
+    pub scenarios: usize,
+    /// Scenarios by verdict (every verdict present, zeros included).
+    pub verdicts: BTreeMap<String, usize>,
+    /// Catalog rules by status (every status present, zeros included).
+    pub rules: BTreeMap<String, usize>,
 }
 
 /// One scenario's outcome.
@@ -46,63 +85,161 @@ pub struct ScenarioResult {
     pub name: String,
     /// Its tags, without `@`.
     pub tags: Vec<String>,
-    /// `passed`, `failed`, `skipped`, `protocol_violation` or `not_applicable`.
+    /// The catalog rules it checks (its `@rule:` tags; version 2).
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// `passed`, `failed`, `skipped`, `protocol_violation`, `expected_failure`,
+    /// `unexpected_pass` or `not_applicable`.
     pub verdict: String,
-    /// The first failure, if any.
+    /// Its wall time in milliseconds (0 for a scenario that did not run; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The first failure, if any (for a scenario left out: why).
     pub failure: Option<String>,
+    /// Every protocol violation it met (version 2).
+    #[serde(default)]
+    pub protocol_violations: Vec<String>,
     /// The readings of the ambiguity register the implementation took here (ambiguity id to
     /// reading id, see `features/ambiguities.yaml`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub readings: BTreeMap<String, String>,
 }
 
-/// Writes `report` to `path`, with the run's runtime compatibility rows.
-pub fn write(
-    path: &Path,
-    sut: &str,
-    report: &SuiteReport,
-    compatibility: Vec<crate::suite::compat::Row>,
-) -> anyhow::Result<()> {
-    let mut scenarios: Vec<ScenarioResult> = report
-        .record
-        .features
+/// One catalog rule's status in the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleResult {
+    /// The rule id.
+    pub id: String,
+    /// The spec section.
+    pub section: String,
+    /// `rule`, `error` or `invariant`.
+    pub kind: String,
+    /// The one-line paraphrase.
+    pub text: String,
+    /// `pass`, `fail`, `expected_fail`, `not_applicable`, `not_run`, `untestable`, `pending`
+    /// or `uncovered`.
+    pub status: String,
+    /// Why no black-box scenario can check it (untestable rules only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The piece of harness work its scenario waits for (`features/pending.yaml`; pending rules
+    /// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
+    /// The scenarios of the run that check it.
+    pub scenarios: Vec<RuleScenarioResult>,
+}
+
+/// A scenario as a rule's record names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleScenarioResult {
+    /// The feature file.
+    pub feature: String,
+    /// The scenario's line.
+    pub line: usize,
+    /// The scenario's name.
+    pub name: String,
+    /// Its verdict.
+    pub verdict: String,
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The results file of `data` (version 2).
+pub fn render(data: &RunData) -> anyhow::Result<String> {
+    use crate::reports::{Outcome, RuleStatus};
+    let scenarios = data
+        .scenarios
         .iter()
-        .flat_map(|(feature, record)| {
-            record.scenarios.iter().map(move |s| ScenarioResult {
-                feature: feature.clone(),
-                line: s.line,
-                name: s.name.clone(),
-                tags: s.tags.clone(),
-                verdict: s.verdict.as_str().to_owned(),
-                failure: s.failure.clone(),
-                readings: s.readings.clone(),
-            })
+        .map(|s| ScenarioResult {
+            feature: s.feature.clone(),
+            line: s.line,
+            name: s.name.clone(),
+            tags: s.tags.clone(),
+            rules: s.rules().map(str::to_owned).collect(),
+            verdict: s.outcome.as_str().to_owned(),
+            duration_ms: Some(millis(s.duration)),
+            failure: s.failure.clone(),
+            protocol_violations: s.violations.clone(),
+            readings: s.readings.clone(),
         })
-        .chain(report.not_applicable.iter().map(|n| ScenarioResult {
-            feature: n.feature.clone(),
-            line: n.line,
-            name: n.name.clone(),
-            tags: Vec::new(),
-            verdict: "not_applicable".to_owned(),
-            failure: Some(n.reason.clone()),
-            readings: BTreeMap::new(),
-        }))
         .collect();
-    scenarios.sort_by(|a, b| (&a.feature, a.line).cmp(&(&b.feature, b.line)));
+    let rules = data
+        .rules
+        .rows
+        .iter()
+        .map(|row| RuleResult {
+            id: row.rule.id.clone(),
+            section: row.rule.section.clone(),
+            kind: row.rule.kind.clone(),
+            text: row.rule.text.clone(),
+            status: row.status.as_str().to_owned(),
+            reason: row.rule.untestable.clone(),
+            waits_for: match row.status {
+                RuleStatus::Pending => row.rule.pending.clone(),
+                _ => None,
+            },
+            scenarios: row
+                .scenarios
+                .iter()
+                .map(|s| RuleScenarioResult {
+                    feature: s.feature.clone(),
+                    line: s.line,
+                    name: s.name.clone(),
+                    verdict: s.outcome.as_str().to_owned(),
+                })
+                .collect(),
+        })
+        .collect();
+    let mut verdicts: BTreeMap<String, usize> = [
+        Outcome::Passed,
+        Outcome::Failed,
+        Outcome::Skipped,
+        Outcome::ProtocolViolation,
+        Outcome::ExpectedFailure,
+        Outcome::UnexpectedPass,
+        Outcome::NotApplicable,
+    ]
+    .iter()
+    .map(|o| (o.as_str().to_owned(), 0))
+    .collect();
+    for s in &data.scenarios {
+        *verdicts.entry(s.outcome.as_str().to_owned()).or_default() += 1;
+    }
+    let rule_counts = data
+        .rules
+        .counts()
+        .into_iter()
+        .map(|(status, n): (RuleStatus, usize)| (status.as_str().to_owned(), n))
+        .collect();
     let results = Results {
         format: FORMAT.to_owned(),
-        version: 1,
-        sut: sut.to_owned(),
+        version: VERSION,
+        sut: data.sut.to_owned(),
+        profile: Some(data.profile.to_owned()),
+        started_at: Some(
+            data.started_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ),
+        duration_ms: Some(millis(data.duration)),
+        summary: Some(Summary {
+            outcome: data.outcome().as_str().to_owned(),
+            scenarios: data.scenarios.len(),
+            verdicts,
+            rules: rule_counts,
+        }),
         scenarios,
-        refusal_codes: report.refusal_codes.clone(),
-        compatibility,
+        rules,
+        refusal_codes: data.refusal_codes.clone(),
+        compatibility: data.compat.rows(),
+        problems: data.problems.clone(),
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
-    }
     let text = serde_json::to_string_pretty(&results).context("serialising the results")?;
-    std::fs::write(path, text + "\n")
-        .with_context(|| format!("writing the results file `{}`", path.display()))
+    Ok(text + "\n")
 }
 
 fn read(path: &Path) -> anyhow::Result<Results> {
@@ -110,13 +247,14 @@ fn read(path: &Path) -> anyhow::Result<Results> {
         .with_context(|| format!("reading the results file `{}`", path.display()))?;
     let results: Results = serde_json::from_str(&text).with_context(|| {
         format!(
-            "`{}` is not a results file (written by `run --json`)",
+            "`{}` is not a results file (written by `run --json`; version {VERSION} is \
+             described by `{SCHEMA}`)",
             path.display()
         )
     })?;
     anyhow::ensure!(
-        results.format == FORMAT && results.version == 1,
-        "`{}` is a `{}` file of version {}, not a {FORMAT} file of version 1",
+        results.format == FORMAT && (1..=VERSION).contains(&results.version),
+        "`{}` is a `{}` file of version {}, not a {FORMAT} file of version 1 or {VERSION}",
         path.display(),
         results.format,
         results.version
@@ -221,4 +359,118 @@ pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
         }
     );
     Ok(differences == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> jsonschema::Validator {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SCHEMA);
+        let text = std::fs::read_to_string(&path).expect("the schema is committed");
+        let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+        jsonschema::validator_for(&schema).expect("the schema compiles")
+    }
+
+    fn problems(value: &serde_json::Value) -> Vec<String> {
+        schema()
+            .iter_errors(value)
+            .map(|e| format!("at `{}`: {e}", e.instance_path()))
+            .collect()
+    }
+
+    #[test]
+    fn version_2_fits_its_schema() {
+        let text = crate::reports::tests::with_sample(render).expect("the sample renders");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let found = problems(&value);
+        assert!(found.is_empty(), "{found:#?}\n{text}");
+        assert_eq!(value["version"], 2);
+        let leak = &value["scenarios"][1];
+        assert_eq!(leak["verdict"], "failed");
+        assert_eq!(leak["durationMs"], 90);
+        assert_eq!(leak["rules"], serde_json::json!(["apply.a", "apply.b"]));
+        let violation = &value["scenarios"][3];
+        assert_eq!(
+            violation["protocolViolations"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(value["rules"].as_array().map(Vec::len), Some(9));
+        assert_eq!(value["summary"]["rules"]["fail"], 3);
+        assert_eq!(value["summary"]["rules"]["pending"], 1);
+        let rule_at = |id: &str| {
+            value["rules"]
+                .as_array()
+                .expect("rules")
+                .iter()
+                .position(|r| r["id"] == id)
+                .unwrap_or_else(|| panic!("no rule `{id}`"))
+        };
+        let (pending, uncovered) = (rule_at("scope.p"), rule_at("scope.v"));
+        assert_eq!(value["rules"][pending]["status"], "pending");
+        assert_eq!(
+            value["rules"][pending]["waitsFor"],
+            crate::reports::tests::SAMPLE_WAITS_FOR
+        );
+        assert!(value["rules"][pending].get("reason").is_none());
+        assert!(value["rules"][uncovered].get("waitsFor").is_none());
+        // `waitsFor` goes with `pending`, and only with it.
+        let mut bare = value.clone();
+        bare["rules"][pending]
+            .as_object_mut()
+            .expect("a rule")
+            .remove("waitsFor");
+        assert!(!problems(&bare).is_empty());
+        let mut stray = value.clone();
+        stray["rules"][uncovered]["waitsFor"] = serde_json::json!("work");
+        assert!(!problems(&stray).is_empty());
+        assert_eq!(value["summary"]["outcome"], "protocol_violation");
+        // The schema is strict: a field it does not know, or a wrong verdict, is refused.
+        let mut extra = value.clone();
+        extra["scenarios"][0]["duration"] = serde_json::json!(1);
+        assert!(!problems(&extra).is_empty());
+        let mut wrong = value.clone();
+        wrong["scenarios"][0]["verdict"] = serde_json::json!("ok");
+        assert!(!problems(&wrong).is_empty());
+    }
+
+    #[test]
+    fn compare_reads_versions_1_and_2() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let v2 = dir.path().join("v2.json");
+        let text = crate::reports::tests::with_sample(render).expect("the sample renders");
+        std::fs::write(&v2, &text).expect("written");
+        // Version 1: what the harness wrote before, the same outcomes.
+        let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let scenarios: Vec<serde_json::Value> = value["scenarios"]
+            .as_array()
+            .expect("scenarios")
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "feature": s["feature"], "line": s["line"], "name": s["name"],
+                    "tags": s["tags"], "verdict": s["verdict"], "failure": s["failure"],
+                })
+            })
+            .collect();
+        let v1 = dir.path().join("v1.json");
+        std::fs::write(
+            &v1,
+            serde_json::json!({
+                "format": FORMAT, "version": 1, "sut": "old", "scenarios": scenarios,
+                "refusalCodes": {}
+            })
+            .to_string(),
+        )
+        .expect("written");
+        assert!(compare_files(&v1, &v2).expect("both read"));
+        assert!(compare_files(&v2, &v2).expect("both read"));
+        let v3 = dir.path().join("v3.json");
+        std::fs::write(&v3, text.replace("\"version\": 2", "\"version\": 3")).expect("written");
+        let err = compare_files(&v1, &v3).expect_err("version 3 is unknown");
+        assert!(err.to_string().contains("version 3"), "{err}");
+        let missing = dir.path().join("missing.json");
+        let err = compare_files(&missing, &v2).expect_err("no such file");
+        assert!(err.to_string().contains("missing.json"), "{err}");
+    }
 }

@@ -412,17 +412,15 @@ async fn rewind_databases(url: &str) -> Vec<String> {
     let mut conn = sqlx::PgConnection::connect(url)
         .await
         .expect("connects to the test's PostgreSQL");
-    let names: Vec<String> = sqlx::query_scalar(
-        "SELECT datname::text FROM pg_database WHERE datname LIKE 'rewind\\_%' ORDER BY 1",
+    // One statement, so the list and its count come from one snapshot even while a run is
+    // creating or dropping databases.
+    let (names, count): (Vec<String>, i64) = sqlx::query_as(
+        "SELECT coalesce(array_agg(datname::text ORDER BY datname), '{}'), count(*) \
+         FROM pg_database WHERE datname LIKE 'rewind\\_%'",
     )
-    .fetch_all(&mut conn)
+    .fetch_one(&mut conn)
     .await
     .expect("lists the databases");
-    let count: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname LIKE 'rewind\\_%'")
-            .fetch_one(&mut conn)
-            .await
-            .expect("counts the databases");
     assert_eq!(count, i64::try_from(names.len()).expect("a count"));
     let _ = conn.close().await;
     names

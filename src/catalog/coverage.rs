@@ -37,10 +37,124 @@ pub struct FeatureScan {
     pub files: Vec<PathBuf>,
     /// Number of scenarios (outline examples count once).
     pub scenarios: usize,
-    /// Concatenated text of all feature files, for verbatim-message checks.
+    /// Concatenated text of all feature files.
     pub text: String,
     /// Files that failed to parse, with the parser's message.
     pub parse_errors: Vec<String>,
+    /// Every `Then` step (an `And` or `But` after one included) of every scenario, backgrounds
+    /// included, once per outline example with its placeholders filled in.
+    pub assertions: Vec<StepUse>,
+    /// Every fixture a `Given the conversation "<name>"` step names (backgrounds and outline
+    /// examples included), once per scenario, step and name.
+    pub fixture_uses: Vec<FixtureUse>,
+}
+
+/// One step as it runs: the text of a step with an example row's values in place of its
+/// placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepUse {
+    /// The step's text after its keyword.
+    pub text: String,
+    /// The cells of its data table, and its doc string, if any.
+    pub arguments: Vec<String>,
+    /// The feature file.
+    pub file: PathBuf,
+    /// Line of the step.
+    pub line: usize,
+    /// Column of the step.
+    pub column: usize,
+}
+
+/// A fixture named by a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixtureUse {
+    /// The fixture's name (its file stem).
+    pub name: String,
+    /// The feature file.
+    pub file: PathBuf,
+    /// Line of the step naming it.
+    pub line: usize,
+    /// Column of the step naming it.
+    pub column: usize,
+    /// The scenario's name as written.
+    pub scenario: String,
+}
+
+/// The step that names a scenario's fixture.
+const FIXTURE_STEP: &str = "the conversation ";
+
+/// The fixture a step names, if it is `the conversation "<name>"`.
+fn fixture_named(step: &str) -> Option<&str> {
+    let quoted = step.trim().strip_prefix(FIXTURE_STEP)?.trim();
+    quoted.strip_prefix('"')?.strip_suffix('"')
+}
+
+/// `text` with every `<placeholder>` of `values` replaced.
+fn expand(text: &str, values: &[(String, String)]) -> String {
+    values.iter().fold(text.to_owned(), |text, (key, value)| {
+        text.replace(&format!("<{key}>"), value)
+    })
+}
+
+/// Records, for one scenario, each step as it runs for each example row.
+fn record_steps(
+    scan: &mut FeatureScan,
+    file: &Path,
+    scenario: &gherkin::Scenario,
+    steps: &[&gherkin::Step],
+) {
+    let mut rows: Vec<Vec<(String, String)>> = Vec::new();
+    for examples in &scenario.examples {
+        let Some((header, body)) = examples.table.as_ref().and_then(|t| t.rows.split_first())
+        else {
+            continue;
+        };
+        for row in body {
+            rows.push(header.iter().cloned().zip(row.iter().cloned()).collect());
+        }
+    }
+    if scenario.examples.is_empty() {
+        rows.push(Vec::new());
+    }
+    for values in &rows {
+        for step in steps {
+            let text = expand(&step.value, values);
+            let (line, column) = (step.position.line, step.position.col);
+            if let Some(name) = fixture_named(&text) {
+                let known = scan.fixture_uses.iter().any(|u| {
+                    u.name == name
+                        && u.file == file
+                        && u.line == line
+                        && u.scenario == scenario.name
+                });
+                if !known {
+                    scan.fixture_uses.push(FixtureUse {
+                        name: name.to_owned(),
+                        file: file.to_path_buf(),
+                        line,
+                        column,
+                        scenario: scenario.name.clone(),
+                    });
+                }
+            }
+            if step.ty == gherkin::StepType::Then {
+                let mut arguments: Vec<String> = step
+                    .table
+                    .iter()
+                    .flat_map(|t| t.rows.iter().flatten())
+                    .map(|cell| expand(cell, values))
+                    .collect();
+                arguments.extend(step.docstring.iter().map(|d| expand(d, values)));
+                scan.assertions.push(StepUse {
+                    text,
+                    arguments,
+                    file: file.to_path_buf(),
+                    line,
+                    column,
+                });
+            }
+        }
+    }
 }
 
 /// Reads `path`: one `*.feature` file, or every one under a directory (recursively).
@@ -83,26 +197,36 @@ pub fn scan_features(path: &Path) -> std::io::Result<FeatureScan> {
                 });
             }
         };
-        let scenarios = feature
-            .scenarios
-            .iter()
-            .map(|s| (Vec::<String>::new(), s))
-            .chain(
-                feature
-                    .rules
-                    .iter()
-                    .flat_map(|r| r.scenarios.iter().map(move |s| (r.tags.clone(), s))),
-            );
-        for (rule_tags, scenario) in scenarios {
+        let scenarios = feature.scenarios.iter().map(|s| (None, s)).chain(
+            feature
+                .rules
+                .iter()
+                .flat_map(|r| r.scenarios.iter().map(move |s| (Some(r), s))),
+        );
+        let mut runs: Vec<(&gherkin::Scenario, Vec<&gherkin::Step>)> = Vec::new();
+        for (rule, scenario) in scenarios {
             scan.scenarios += 1;
             let line = scenario.position.line;
             let column = scenario.position.col;
             add(&feature.tags, line, column, &scenario.name);
-            add(&rule_tags, line, column, &scenario.name);
+            if let Some(rule) = rule {
+                add(&rule.tags, line, column, &scenario.name);
+            }
             add(&scenario.tags, line, column, &scenario.name);
             for examples in &scenario.examples {
                 add(&examples.tags, line, column, &scenario.name);
             }
+            let steps: Vec<&gherkin::Step> = feature
+                .background
+                .iter()
+                .chain(rule.and_then(|r| r.background.as_ref()))
+                .flat_map(|b| b.steps.iter())
+                .chain(scenario.steps.iter())
+                .collect();
+            runs.push((scenario, steps));
+        }
+        for (scenario, steps) in runs {
+            record_steps(&mut scan, &file, scenario, &steps);
         }
     }
     Ok(scan)
@@ -127,8 +251,11 @@ pub struct Coverage {
     pub scenarios_by_rule: BTreeMap<String, BTreeSet<String>>,
     /// Tags naming no catalog rule.
     pub unknown_tags: Vec<RuleTag>,
-    /// Error rules whose verbatim message appears in no feature.
+    /// Error rules whose verbatim message no `Then` step asserts (quoted in the step, or a
+    /// whole cell of its table), outline placeholders filled in.
     pub unasserted_messages: Vec<String>,
+    /// The ids of the rules of `unasserted_messages`, in the same order.
+    pub unasserted_rules: Vec<String>,
     /// Feature files that failed to parse.
     pub parse_errors: Vec<String>,
     /// Number of scenarios scanned.
@@ -152,18 +279,24 @@ impl Coverage {
                 None => unknown_tags.push(tag.clone()),
             }
         }
-        let unasserted_messages = catalog
+        let asserted = |message: &str| {
+            let quoted = format!("\"{message}\"");
+            scan.assertions.iter().any(|step| {
+                step.text.contains(&quoted) || step.arguments.iter().any(|a| a.trim() == message)
+            })
+        };
+        let (unasserted_rules, unasserted_messages) = catalog
             .rules()
             .iter()
             .filter(|r| r.kind == RuleKind::Error)
-            .filter_map(|r| r.message.as_deref())
-            .filter(|m| !scan.text.contains(&format!("\"{m}\"")))
-            .map(str::to_owned)
-            .collect();
+            .filter_map(|r| Some((r.id.clone(), r.message.clone()?)))
+            .filter(|(_, m)| !asserted(m))
+            .unzip();
         Coverage {
             scenarios_by_rule,
             unknown_tags,
             unasserted_messages,
+            unasserted_rules,
             parse_errors: scan.parse_errors.clone(),
             scenarios: scan.scenarios,
         }
@@ -222,5 +355,44 @@ mod tests {
         assert_eq!(failures.len(), 1);
         assert!(failures[0].contains("x.feature:8:3"), "{}", failures[0]);
         assert!(failures[0].contains("a.nope"));
+    }
+
+    #[test]
+    fn steps_are_recorded_as_they_run() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(
+            dir.path().join("x.feature"),
+            "Feature: f\n\n  Background:\n    Given the conversation \"from-background\"\n\n  Scenario: plain\n    When x\n    Then the rewind is refused with \"plain message\"\n    And a table:\n      | cell message |\n\n  Rule: r\n    Background:\n      Given y\n\n    Scenario Outline: outlined\n      Given the conversation \"<fixture>\"\n      When z \"not asserted\"\n      Then the rewind is refused with \"<message>\"\n\n      Examples:\n        | fixture | message |\n        | fx-a    | first   |\n        | fx-b    | second  |\n",
+        )
+        .expect("write");
+        let scan = scan_features(dir.path()).expect("scan");
+        let mut fixtures: Vec<(&str, usize)> = scan
+            .fixture_uses
+            .iter()
+            .map(|u| (u.name.as_str(), u.line))
+            .collect();
+        fixtures.sort();
+        assert_eq!(
+            fixtures,
+            [
+                ("from-background", 4),
+                ("from-background", 4),
+                ("fx-a", 17),
+                ("fx-b", 17)
+            ],
+            "the background counts for each scenario, an outline once per value"
+        );
+        let asserted: Vec<&str> = scan.assertions.iter().map(|a| a.text.as_str()).collect();
+        assert_eq!(
+            asserted,
+            [
+                "the rewind is refused with \"plain message\"",
+                "a table:",
+                "the rewind is refused with \"first\"",
+                "the rewind is refused with \"second\""
+            ],
+            "Then steps (an And after one included), placeholders filled in"
+        );
+        assert_eq!(scan.assertions[1].arguments, ["cell message"]);
     }
 }

@@ -1,9 +1,10 @@
 //! [`Catalog`]: every normative statement of the spec, with a stable id (`features/rules.yaml`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 /// What kind of statement a rule is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
@@ -60,10 +61,38 @@ struct CatalogFile {
     rules: Vec<Rule>,
 }
 
+/// Where each rule's id and message are written, read in a second pass over the same text (the
+/// catalog's own structs stay plain strings).
+#[derive(Debug, Deserialize)]
+struct LocatedFile {
+    rules: Vec<LocatedRule>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LocatedRule {
+    id: Spanned<String>,
+    #[serde(default)]
+    message: Option<Spanned<String>>,
+}
+
+/// Where a rule is written in the catalog: 1-based line and column of its id and, for an
+/// error, of its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleLocation {
+    /// Line and column of the `id` value.
+    pub id: (u64, u64),
+    /// Line and column of the `message` value, if the rule has one.
+    pub message: Option<(u64, u64)>,
+}
+
 /// Why the catalog could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CatalogError {
+    /// A list that goes with the catalog (`untestable.yaml`, `pending.yaml`) cannot be read or
+    /// is malformed: the message names the file, the line and the column.
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     /// The file could not be read.
     #[error("cannot read rule catalog `{}`: {source}", path.display())]
     Read {
@@ -98,6 +127,7 @@ pub enum CatalogError {
 pub struct Catalog {
     path: PathBuf,
     rules: Vec<Rule>,
+    locations: HashMap<String, RuleLocation>,
 }
 
 impl Catalog {
@@ -172,10 +202,51 @@ impl Catalog {
                 return Err(invalid(&rule.id, "empty `text`".to_owned()));
             }
         }
+        // The text parsed once already: a second pass for positions cannot fail on it, and
+        // if it did, messages would only lose their line and column.
+        let locations = serde_saphyr::from_str::<LocatedFile>(text)
+            .map(|located| {
+                located
+                    .rules
+                    .into_iter()
+                    .map(|r| {
+                        let at = |l: serde_saphyr::Location| (l.line(), l.column());
+                        let location = RuleLocation {
+                            id: at(r.id.referenced),
+                            message: r.message.map(|m| at(m.referenced)),
+                        };
+                        (r.id.value, location)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Catalog {
             path: path.to_path_buf(),
             rules: file.rules,
+            locations,
         })
+    }
+
+    /// Where rule `id` is written, if the catalog holds it.
+    pub fn location(&self, id: &str) -> Option<RuleLocation> {
+        self.locations.get(id).copied()
+    }
+
+    /// `path:line:column` of rule `id`'s id (or of its message, with `message`), for messages;
+    /// the catalog's path alone when the position is unknown.
+    pub fn at(&self, id: &str, message: bool) -> String {
+        let location = self.location(id);
+        let position = match (location, message) {
+            (Some(l), true) => l.message.or(Some(l.id)),
+            (Some(l), false) => Some(l.id),
+            (None, _) => None,
+        };
+        match position {
+            Some((line, column)) if line > 0 => {
+                format!("{}:{line}:{column}", self.path.display())
+            }
+            _ => self.path.display().to_string(),
+        }
     }
 
     /// Where the catalog was loaded from.
@@ -228,6 +299,20 @@ mod tests {
             .filter(|r| r.kind == RuleKind::Error)
             .count();
         assert_eq!(errors, 11, "spec section 9 lists 11 errors");
+    }
+
+    #[test]
+    fn rules_and_messages_are_located() {
+        let catalog = parse("version: 1\nrules:\n  - id: a.b\n    section: \"3\"\n    sources: [rewind.md]\n    kind: rule\n    side: server\n    text: x\n  - id: err.x\n    section: \"9\"\n    sources: [rewind.md]\n    kind: error\n    side: server\n    text: y\n    message: \"no\"\n    code: x\n")
+            .expect("catalog");
+        assert_eq!(catalog.at("a.b", false), "rules.yaml:3:9");
+        assert_eq!(catalog.at("err.x", true), "rules.yaml:15:14");
+        assert_eq!(
+            catalog.at("a.b", true),
+            "rules.yaml:3:9",
+            "no message: the id"
+        );
+        assert_eq!(catalog.at("nope", false), "rules.yaml");
     }
 
     #[test]

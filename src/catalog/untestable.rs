@@ -1,77 +1,94 @@
 //! [`Untestable`]: catalog rules no black-box scenario can check, each with its reason
 //! (`features/untestable.yaml`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
-use super::CatalogError;
+use super::listed::{self, Listed};
+use super::{Catalog, CatalogError, Coverage};
 
 /// One rule that is accounted for without a scenario.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UntestableRule {
     /// The catalog rule id.
     pub id: String,
     /// Why no black-box scenario can check it.
     pub reason: String,
+    /// 1-based line of the id in the list.
+    pub line: u64,
+    /// 1-based column of the id in the list.
+    pub column: u64,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UntestableFile {
     version: u32,
-    untestable: Vec<UntestableRule>,
+    untestable: Vec<UntestableDoc>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UntestableDoc {
+    id: Spanned<String>,
+    reason: Spanned<String>,
 }
 
 /// The list of untestable rules.
 #[derive(Debug, Clone, Default)]
 pub struct Untestable {
+    /// Where the list was read from (empty for a default list).
+    pub path: PathBuf,
     /// The rules, in file order.
     pub rules: Vec<UntestableRule>,
 }
 
 impl Untestable {
-    /// Loads `path`; a missing file is an empty list.
+    /// Loads `path`; a missing file is an empty list. A malformed file, an entry without a
+    /// `reason` or with an empty one is an error naming its line and column.
     pub fn load(path: &Path) -> Result<Self, CatalogError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(CatalogError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
-        let file: UntestableFile =
-            serde_saphyr::from_str(&text).map_err(|e| CatalogError::Parse {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            })?;
-        if file.version != 1 {
-            return Err(CatalogError::Invalid {
-                path: path.to_path_buf(),
-                id: "-".to_owned(),
-                detail: format!("unsupported `version: {}` (expected 1)", file.version),
-            });
-        }
-        for rule in &file.untestable {
-            if rule.reason.trim().is_empty() {
-                return Err(CatalogError::Invalid {
-                    path: path.to_path_buf(),
-                    id: rule.id.clone(),
-                    detail: "an untestable rule needs a `reason`".to_owned(),
-                });
-            }
-        }
+        let entries = listed::load(path, "untestable", |file: UntestableFile| {
+            let pairs = file
+                .untestable
+                .into_iter()
+                .map(|e| (e.id, e.reason))
+                .collect();
+            (file.version, pairs)
+        })?;
         Ok(Untestable {
-            rules: file.untestable,
+            path: path.to_path_buf(),
+            rules: entries
+                .into_iter()
+                .map(|e| UntestableRule {
+                    id: e.id,
+                    reason: e.note,
+                    line: e.line,
+                    column: e.column,
+                })
+                .collect(),
         })
     }
 
     /// Whether `id` is listed.
     pub fn contains(&self, id: &str) -> bool {
         self.rules.iter().any(|r| r.id == id)
+    }
+
+    /// Entries naming no catalog rule, listed twice, or with a scenario: one positioned line
+    /// each.
+    pub fn check(&self, catalog: &Catalog, coverage: &Coverage) -> Vec<String> {
+        let entries: Vec<Listed> = self
+            .rules
+            .iter()
+            .map(|r| Listed {
+                id: r.id.clone(),
+                note: r.reason.clone(),
+                line: r.line,
+                column: r.column,
+            })
+            .collect();
+        listed::check(&self.path, "untestable", &entries, catalog, coverage)
     }
 }

@@ -190,6 +190,19 @@ impl Applicability {
             .clone()
     }
 
+    /// Records a scenario that another shard of the run executes: it is not run here, but it
+    /// still counts as parsed, under the name a run would give it (so an expectations entry
+    /// naming it is not stale in this shard).
+    pub fn note_elsewhere(&self, path: &str, background: &[Step], scenario: &Scenario) {
+        let steps: Vec<Step> = background.iter().chain(&scenario.steps).cloned().collect();
+        let all: Vec<&Step> = steps.iter().collect();
+        let name = self.adapt_runtimes(&all, scenario.clone()).name;
+        self.parsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((path.to_owned(), name));
+    }
+
     /// Applies the profile to every scenario of `feature`.
     pub fn adapt(&self, mut feature: Feature) -> Feature {
         let path = super::collector::feature_path(&feature);
@@ -498,6 +511,8 @@ fn live_threads_of<'f>(fixture: &'f Fixture, parent: &str) -> Vec<&'f Scope> {
 pub struct ProfileParser {
     /// What to apply.
     pub applicability: Arc<Applicability>,
+    /// Keep only these scenarios (one shard of a split run); `None`: keep every one.
+    pub only: Option<Arc<std::collections::HashSet<super::shard::Key>>>,
 }
 
 impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
@@ -506,6 +521,7 @@ impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
 
     fn parse(self, input: I, cli: Self::Cli) -> Self::Output {
         let applicability = self.applicability;
+        let only = self.only;
         Box::pin(parser::Basic::new().parse(input, cli).map(move |feature| {
             feature.map(|mut f| {
                 // cucumber's report trims the project directory off the front of a
@@ -513,6 +529,37 @@ impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
                 // the project (`/tmp/x.feature` became `tmp/x.feature`); a path
                 // relative to the working directory is shown whole.
                 f.path = f.path.map(|p| relative_to_cwd(&p));
+                if let Some(only) = &only {
+                    // Another shard's scenarios are not this run's: not run, not reported,
+                    // but still known to exist.
+                    let feature = super::collector::feature_path(&f);
+                    let background: Vec<Step> =
+                        f.background.iter().flat_map(|b| b.steps.clone()).collect();
+                    let keep = |s: &Scenario| {
+                        only.contains(&super::shard::Key {
+                            feature: feature.clone(),
+                            line: s.position.line,
+                        })
+                    };
+                    let (mine, elsewhere): (Vec<_>, Vec<_>) =
+                        std::mem::take(&mut f.scenarios).into_iter().partition(keep);
+                    for s in &elsewhere {
+                        applicability.note_elsewhere(&feature, &background, s);
+                    }
+                    f.scenarios = mine;
+                    for rule in &mut f.rules {
+                        let mut steps = background.clone();
+                        steps.extend(rule.background.iter().flat_map(|b| b.steps.clone()));
+                        let (mine, elsewhere): (Vec<_>, Vec<_>) =
+                            std::mem::take(&mut rule.scenarios)
+                                .into_iter()
+                                .partition(keep);
+                        for s in &elsewhere {
+                            applicability.note_elsewhere(&feature, &steps, s);
+                        }
+                        rule.scenarios = mine;
+                    }
+                }
                 applicability.adapt(f)
             })
         }))

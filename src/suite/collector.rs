@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use cucumber::event::{self, Cucumber, Feature, Rule, Scenario, Step};
 use cucumber::{parser, Event, World, Writer};
@@ -67,6 +68,13 @@ pub struct ScenarioRecord {
     pub failure: Option<String>,
     /// The readings of the ambiguity register it took (ambiguity id to reading id).
     pub readings: BTreeMap<String, String>,
+    /// Every protocol violation it met (the implementation answered outside driver protocol
+    /// v1), in the order they were seen.
+    pub violations: Vec<String>,
+    /// Its wall time, from cucumber's `Started` event to its `Finished` event (hooks, the leak
+    /// scan and the teardown included). Taken from the events' own timestamps: the writer
+    /// chain is normalized, so a scenario's events may reach the collector late, in a batch.
+    pub duration: Duration,
 }
 
 /// All scenarios of one feature file.
@@ -85,8 +93,8 @@ pub struct RunRecord {
     pub features: BTreeMap<String, FeatureRecord>,
     /// Feature files that failed to parse.
     pub parse_errors: Vec<String>,
-    /// Scenarios in flight: (path, line) to the record being built.
-    running: BTreeMap<(String, usize), ScenarioRecord>,
+    /// Scenarios in flight: (path, line) to when it started and the record being built.
+    running: BTreeMap<(String, usize), (SystemTime, ScenarioRecord)>,
 }
 
 /// The writer layer; share its [`RunRecord`] through [`Collector::record`].
@@ -107,6 +115,7 @@ impl Collector {
         rule: Option<&cucumber::gherkin::Rule>,
         scenario: &cucumber::gherkin::Scenario,
         ev: &Scenario<W>,
+        at: SystemTime,
     ) {
         let Ok(mut record) = self.record.lock() else {
             return;
@@ -122,19 +131,24 @@ impl Collector {
                 tags.extend(scenario.tags.iter().cloned());
                 record.running.insert(
                     key,
-                    ScenarioRecord {
-                        name: scenario.name.clone(),
-                        line: scenario.position.line,
-                        tags,
-                        verdict: Verdict::Passed,
-                        failure: None,
-                        readings: BTreeMap::new(),
-                    },
+                    (
+                        at,
+                        ScenarioRecord {
+                            name: scenario.name.clone(),
+                            line: scenario.position.line,
+                            tags,
+                            verdict: Verdict::Passed,
+                            failure: None,
+                            readings: BTreeMap::new(),
+                            violations: Vec::new(),
+                            duration: Duration::ZERO,
+                        },
+                    ),
                 );
             }
             Scenario::Step(step, Step::Failed(.., err))
             | Scenario::Background(step, Step::Failed(.., err)) => {
-                if let Some(r) = record.running.get_mut(&key) {
+                if let Some((_, r)) = record.running.get_mut(&key) {
                     if r.failure.is_none() {
                         r.failure = Some(format!("step `{}`: {err}", step.value));
                     }
@@ -142,7 +156,7 @@ impl Collector {
                 }
             }
             Scenario::Step(step, Step::Skipped) | Scenario::Background(step, Step::Skipped) => {
-                if let Some(r) = record.running.get_mut(&key) {
+                if let Some((_, r)) = record.running.get_mut(&key) {
                     if r.verdict == Verdict::Passed {
                         r.verdict = Verdict::Skipped;
                         r.failure =
@@ -151,7 +165,7 @@ impl Collector {
                 }
             }
             Scenario::Hook(kind, event::Hook::Failed(_, info)) => {
-                if let Some(r) = record.running.get_mut(&key) {
+                if let Some((_, r)) = record.running.get_mut(&key) {
                     r.verdict = Verdict::Failed;
                     let text = info
                         .downcast_ref::<String>()
@@ -163,7 +177,9 @@ impl Collector {
                 }
             }
             Scenario::Finished => {
-                if let Some(done) = record.running.remove(&key) {
+                if let Some((started, mut done)) = record.running.remove(&key) {
+                    // A clock stepped back mid-scenario: no duration rather than a wrong one.
+                    done.duration = at.duration_since(started).unwrap_or_default();
                     let entry = record.features.entry(path).or_default();
                     entry.name = feature.name.clone();
                     entry.scenarios.push(done);
@@ -188,11 +204,10 @@ impl<W: World> Writer<W> for Collector {
                 if let Cucumber::Feature(feature, ev) = &event.value {
                     match ev {
                         Feature::Scenario(scenario, retryable) => {
-                            self.on_scenario(feature, None, scenario, &retryable.event)
+                            self.on_scenario(feature, None, scenario, &retryable.event, event.at)
                         }
-                        Feature::Rule(rule, Rule::Scenario(scenario, retryable)) => {
-                            self.on_scenario(feature, Some(rule), scenario, &retryable.event)
-                        }
+                        Feature::Rule(rule, Rule::Scenario(scenario, retryable)) => self
+                            .on_scenario(feature, Some(rule), scenario, &retryable.event, event.at),
                         _ => {}
                     }
                 }

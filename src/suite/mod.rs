@@ -8,6 +8,7 @@ pub mod compat;
 pub mod fault_matrix;
 pub mod readings;
 pub mod selection;
+pub mod shard;
 mod steps;
 mod violations;
 pub mod world;
@@ -22,6 +23,8 @@ use cucumber::tag::Ext as _;
 use cucumber::writer::Stats as _;
 use cucumber::{writer, World as _, WriterExt as _};
 
+#[cfg(test)]
+pub use collector::{FeatureRecord, ScenarioRecord};
 pub use collector::{RunRecord, Verdict};
 use world::{RewindWorld, RunContext};
 
@@ -79,10 +82,12 @@ pub struct SuiteOptions {
     pub name: Option<String>,
     /// Scenarios run at once.
     pub concurrency: usize,
-    /// Where to write the JUnit XML report.
-    pub junit: Option<PathBuf>,
     /// Stop at the first failure.
     pub fail_fast: bool,
+    /// Run only these scenarios (one shard of a split run); `None`: every selected one.
+    pub only: Option<Arc<std::collections::HashSet<shard::Key>>>,
+    /// How many scenarios the run is expected to finish, for the progress lines (0: unknown).
+    pub expected: usize,
 }
 
 /// The outcome of a suite run.
@@ -238,9 +243,50 @@ impl SuiteReport {
                 if let Some(seen) = violations.get(&(path.clone(), scenario.line)) {
                     scenario.verdict = Verdict::ProtocolViolation;
                     scenario.failure = seen.first().cloned();
+                    scenario.violations = seen.clone();
                 }
             }
         }
+    }
+}
+
+/// How often a long run says how far it got.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Prints, every [`PROGRESS_EVERY`] until aborted, how many scenarios have finished out of
+/// `expected`, the time elapsed and the failures so far, on stderr (a CI log shows it live; the
+/// terminal summary stays on stdout). A run shorter than the interval prints nothing.
+async fn progress_lines(record: Arc<std::sync::Mutex<collector::RunRecord>>, expected: usize) {
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let (done, failed) = record
+            .lock()
+            .map(|r| {
+                let all = r.features.values().flat_map(|f| &f.scenarios);
+                let failed = all
+                    .clone()
+                    .filter(|s| !matches!(s.verdict, Verdict::Passed | Verdict::ExpectedFailure))
+                    .count();
+                (all.count(), failed)
+            })
+            .unwrap_or((0, 0));
+        let elapsed = started.elapsed().as_secs();
+        let total = if expected > 0 {
+            format!("{done}/{expected}")
+        } else {
+            done.to_string()
+        };
+        eprintln!(
+            "progress: {total} scenarios finished, {}m{:02}s elapsed, {failed} failed so far",
+            elapsed / 60,
+            elapsed % 60
+        );
     }
 }
 
@@ -250,19 +296,6 @@ pub async fn run_suite(
     context: Arc<RunContext>,
 ) -> anyhow::Result<SuiteReport> {
     world::install(Arc::clone(&context));
-    let junit: Box<dyn std::io::Write> = match &options.junit {
-        Some(path) => {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating `{}`", dir.display()))?;
-            }
-            Box::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("creating JUnit report `{}`", path.display()))?,
-            )
-        }
-        None => Box::new(std::io::sink()),
-    };
     let collector = collector::Collector::default();
     let record = collector.record();
 
@@ -289,6 +322,7 @@ pub async fn run_suite(
     let mut cucumber = RewindWorld::cucumber::<&std::path::Path>()
         .with_parser(applicability::ProfileParser {
             applicability: Arc::clone(&context.applicability),
+            only: options.only.clone(),
         })
         .max_concurrent_scenarios(options.concurrency.max(1))
         .before(|feature, rule, scenario, world| {
@@ -349,7 +383,6 @@ pub async fn run_suite(
         .with_writer(
             writer::Basic::raw(QuietStdout, writer::Coloring::Auto, 0)
                 .summarized()
-                .tee::<RewindWorld, _>(writer::JUnit::for_tee(junit, 0))
                 .tee::<RewindWorld, _>(collector.discard_stats_writes().discard_arbitrary_writes())
                 .normalized(),
         )
@@ -358,7 +391,9 @@ pub async fn run_suite(
     if options.fail_fast {
         cucumber = cucumber.fail_fast();
     }
+    let progress = tokio::spawn(progress_lines(Arc::clone(&record), options.expected));
     let writer = cucumber.run(&options.features).await;
+    progress.abort();
     let _ = std::io::stdout().flush();
     // Verdicts decide (expected failures are failed steps too); cucumber's own count only
     // tells whether something failed outside every scenario.

@@ -25,6 +25,19 @@ pub struct Selected {
     /// The fixtures its `Given the conversation "..."` steps name (outline placeholders
     /// expanded), with the line of each step.
     pub fixtures: Vec<(String, usize)>,
+    /// What runs: the scenario itself, or each selected example row of an outline.
+    pub units: Vec<Unit>,
+}
+
+/// One scenario as it runs: a plain scenario, or one example row of an outline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// Its line, as reports name it (an example row's own line, as cucumber numbers it).
+    pub line: usize,
+    /// Its name, placeholders filled.
+    pub name: String,
+    /// Its tags (feature, rule, scenario and examples), without `@`.
+    pub tags: Vec<String>,
 }
 
 /// An example row: each placeholder with its value.
@@ -64,8 +77,10 @@ pub fn select(
             );
             background = steps_of(feature.background.as_ref());
 
-            // One row of placeholder values per example (none for a plain scenario).
-            let mut rows: Vec<(Vec<String>, Placeholders)> = Vec::new();
+            // One row of placeholder values per example (none for a plain scenario), with the
+            // line cucumber gives the expanded scenario: the `Examples:` line plus the row's
+            // index plus two.
+            let mut rows: Vec<(Vec<String>, Placeholders, usize)> = Vec::new();
             for examples in &scenario.examples {
                 let mut block_tags = scope_tags.clone();
                 block_tags.extend(examples.tags.iter().cloned());
@@ -75,17 +90,22 @@ pub fn select(
                 let Some((header, body)) = table.rows.split_first() else {
                     continue;
                 };
-                for row in body {
+                for (index, row) in body.iter().enumerate() {
                     let values = header.iter().cloned().zip(row.iter().cloned()).collect();
-                    rows.push((block_tags.clone(), values));
+                    rows.push((
+                        block_tags.clone(),
+                        values,
+                        examples.position.line + index + 2,
+                    ));
                 }
             }
             if scenario.examples.is_empty() {
-                rows.push((scope_tags.clone(), Vec::new()));
+                rows.push((scope_tags.clone(), Vec::new(), scenario.position.line));
             }
             let mut fixtures = Vec::new();
+            let mut units = Vec::new();
             let mut chosen = false;
-            for (row_tags, values) in &rows {
+            for (row_tags, values, line) in &rows {
                 let tags_match = tags.is_none_or(|t| t.eval(row_tags.iter()));
                 let expanded = expand(&scenario.name, values);
                 let name_matches =
@@ -94,6 +114,14 @@ pub fn select(
                     continue;
                 }
                 chosen = true;
+                units.push(Unit {
+                    line: *line,
+                    name: expanded.clone(),
+                    tags: row_tags
+                        .iter()
+                        .map(|t| t.trim_start_matches('@').to_owned())
+                        .collect(),
+                });
                 for (text, line) in &steps {
                     if let Some(fixture) = fixture_named(&expand(text, values)) {
                         if !fixtures.iter().any(|(f, l)| *f == fixture && l == line) {
@@ -108,6 +136,7 @@ pub fn select(
                     line: scenario.position.line,
                     name: scenario.name.clone(),
                     fixtures,
+                    units,
                 });
             }
         }
@@ -213,6 +242,25 @@ Feature: f
         assert!(select(&files, Some(&tag("@rule:nope")), None)
             .expect("parses")
             .is_empty());
+    }
+
+    #[test]
+    fn every_example_row_is_a_unit_with_cucumbers_line() {
+        let (_dir, files) = file();
+        let all = select(&files, None, None).expect("parses");
+        let units: Vec<(usize, &str)> = all
+            .iter()
+            .flat_map(|s| s.units.iter().map(|u| (u.line, u.name.as_str())))
+            .collect();
+        assert_eq!(
+            units,
+            [
+                (7, "plain one"),
+                (16, "outlined codex"),
+                (20, "outlined claude")
+            ]
+        );
+        assert!(all[1].units[0].tags.contains(&"rule:b.two".to_owned()));
     }
 
     #[test]

@@ -64,7 +64,6 @@ async fn event_published(
     Ok(())
 }
 
-/// No event of this name was published.
 /// A reply-thread rewind invalidates the thread's parent scope (spec section 2.1 names the parent
 /// as the scope of realtime); publishing to the thread as well is also accepted (ambiguity
 /// `reply-thread-broadcast-scope`). One event per scope.
@@ -99,6 +98,7 @@ async fn event_to_parent(
     world.take_reading("reply-thread-broadcast-scope", reading)
 }
 
+/// No event of this name was published.
 #[then(expr = "no {string} event was published")]
 async fn no_event(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
     let count = world.events.iter().filter(|e| e.name == name).count();

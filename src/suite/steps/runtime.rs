@@ -212,7 +212,6 @@ async fn delay_restore(
     Ok(())
 }
 
-/// Restarts the OpenCode server with snapshots on (reverting would roll back files too).
 /// `Given another codex app-server holds the thread of agent "cody"`: the harness starts an app-server
 /// of its own and resumes the agent's thread in it, as a daemon's live session would, and
 /// keeps it running. A real app-server lets one process at a time load a thread.
@@ -277,6 +276,7 @@ async fn another_writer(world: &mut RewindWorld, agent: String) -> anyhow::Resul
     Ok(())
 }
 
+/// Restarts the OpenCode server with snapshots on (reverting would roll back files too).
 #[given("the opencode server keeps file snapshots")]
 async fn opencode_snapshots(world: &mut RewindWorld) -> anyhow::Result<()> {
     let mocks = world
