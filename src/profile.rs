@@ -29,55 +29,48 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use rewind_driver_protocol::ReadSurface;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 /// Every runtime id the spec names (spec section 5), each also a cargo feature.
 pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
 
-/// Every optional surface, each also a cargo feature: the member read state (cursor, visible
-/// tail, unread count), message sync, the recovery point GC, live delivery to agent runtimes,
-/// and each read surface of the driver protocol's `read` ([`READ_SURFACES`]).
-pub const SURFACES: [&str; 19] = [
+/// The optional surfaces other than the read surfaces: the member read state (cursor, visible
+/// tail, unread count), message sync, the recovery point GC, live delivery to agent runtimes.
+const OTHER_SURFACES: [&str; 4] = [
     "read-state",
     "message-sync",
     "recovery-point-gc",
     "delivery",
-    "history",
-    "message",
-    "search",
-    "receive",
-    "root-context",
-    "source-context",
-    "share-cards",
-    "pins",
-    "reactions",
-    "attachment",
-    "attachment-download",
-    "diagnostics",
-    "diagnostics-preview",
-    "stream",
-    "conversation-index",
 ];
 
-/// The read surfaces (`ReadSurface` names on the wire), which are also [`SURFACES`].
-pub const READ_SURFACES: [&str; 15] = [
-    "history",
-    "message",
-    "search",
-    "receive",
-    "root-context",
-    "source-context",
-    "share-cards",
-    "pins",
-    "reactions",
-    "attachment",
-    "attachment-download",
-    "diagnostics",
-    "diagnostics-preview",
-    "stream",
-    "conversation-index",
-];
+/// The read surfaces: the names on the wire of the driver protocol's `ReadSurface`.
+pub const READ_SURFACES: [&str; ReadSurface::ALL.len()] = {
+    let mut names = [""; ReadSurface::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = ReadSurface::ALL[i].name();
+        i += 1;
+    }
+    names
+};
+
+/// Every optional surface, each also a cargo feature: [`OTHER_SURFACES`], then
+/// [`READ_SURFACES`].
+pub const SURFACES: [&str; OTHER_SURFACES.len() + READ_SURFACES.len()] = {
+    let mut names = [""; OTHER_SURFACES.len() + READ_SURFACES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = if i < OTHER_SURFACES.len() {
+            OTHER_SURFACES[i]
+        } else {
+            READ_SURFACES[i - OTHER_SURFACES.len()]
+        };
+        i += 1;
+    }
+    names
+};
 
 /// What an implementation declares it supports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -498,7 +498,7 @@ impl ReadSurface {
     ];
 
     /// Its name on the wire (`root-context`).
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             ReadSurface::History => "history",
             ReadSurface::Message => "message",

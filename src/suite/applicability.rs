@@ -38,7 +38,8 @@ pub struct NotApplicable {
     pub tags: Vec<String>,
 }
 
-/// Steps that read through an optional surface, by surface.
+/// Steps that read through an optional surface, by surface (the read surfaces' step is added
+/// per surface in [`Applicability::new`]).
 const SURFACE_STEPS: &[(&str, &str)] = &[
     ("delivery", r#"^message "[^"]+" is delivered$"#),
     ("delivery", r#"^human "[^"]+" has said "[^"]+" to agent "#),
@@ -59,66 +60,6 @@ const SURFACE_STEPS: &[(&str, &str)] = &[
     (
         "recovery-point-gc",
         r#"^the recovery points of agent "[^"]+" are pruned$"#,
-    ),
-    (
-        "history",
-        r#"^(?:human|agent) "[^"]+" reads the history of scope "#,
-    ),
-    (
-        "message",
-        r#"^(?:human|agent) "[^"]+" reads the message of scope "#,
-    ),
-    (
-        "search",
-        r#"^(?:human|agent) "[^"]+" reads the search of scope "#,
-    ),
-    (
-        "receive",
-        r#"^(?:human|agent) "[^"]+" reads the receive of scope "#,
-    ),
-    (
-        "root-context",
-        r#"^(?:human|agent) "[^"]+" reads the root-context of scope "#,
-    ),
-    (
-        "source-context",
-        r#"^(?:human|agent) "[^"]+" reads the source-context of scope "#,
-    ),
-    (
-        "share-cards",
-        r#"^(?:human|agent) "[^"]+" reads the share-cards of scope "#,
-    ),
-    (
-        "pins",
-        r#"^(?:human|agent) "[^"]+" reads the pins of scope "#,
-    ),
-    (
-        "reactions",
-        r#"^(?:human|agent) "[^"]+" reads the reactions of scope "#,
-    ),
-    (
-        "attachment",
-        r#"^(?:human|agent) "[^"]+" reads the attachment of scope "#,
-    ),
-    (
-        "attachment-download",
-        r#"^(?:human|agent) "[^"]+" reads the attachment-download of scope "#,
-    ),
-    (
-        "diagnostics",
-        r#"^(?:human|agent) "[^"]+" reads the diagnostics of scope "#,
-    ),
-    (
-        "diagnostics-preview",
-        r#"^(?:human|agent) "[^"]+" reads the diagnostics-preview of scope "#,
-    ),
-    (
-        "stream",
-        r#"^(?:human|agent) "[^"]+" reads the stream of scope "#,
-    ),
-    (
-        "conversation-index",
-        r#"^(?:human|agent) "[^"]+" reads the conversation-index of scope "#,
     ),
 ];
 
@@ -157,7 +98,14 @@ impl Applicability {
             profile,
             fixtures,
             unsupported_message,
-            surface_steps: SURFACE_STEPS.iter().map(|(s, p)| (*s, re(p))).collect(),
+            surface_steps: SURFACE_STEPS
+                .iter()
+                .map(|(s, p)| (*s, re(p)))
+                .chain(rewind_conformance::profile::READ_SURFACES.iter().map(|s| {
+                    let step = format!(r#"^(?:human|agent) "[^"]+" reads the {s} of scope "#);
+                    (*s, re(&step))
+                }))
+                .collect(),
             state_steps: STATE_STEPS.iter().map(|p| re(p)).collect(),
             conversation: re(r#"^the conversation "([^"]+)"$"#),
             rewind: re(
