@@ -734,6 +734,17 @@ impl MockRuntimes {
             .map_err(io(format!("writing {}", path.display())))
     }
 
+    /// Lifts every fault planted on every mock (a held call goes ahead), so that a scenario
+    /// that ends while a call is held does not leave it waiting.
+    pub fn lift_all_faults(&self) {
+        for runtime in MockRuntime::ALL {
+            let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
+            if path.exists() {
+                let _ = FaultPlan::default().save(&path);
+            }
+        }
+    }
+
     /// The variable that points a mock at the delivery witness, when there is one.
     fn witness_env(&self) -> impl Iterator<Item = (String, String)> + '_ {
         self.witness

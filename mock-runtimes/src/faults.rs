@@ -13,7 +13,9 @@ pub enum FaultKind {
     /// The call fails the way the real runtime reports a failure (JSON-RPC error, non-zero exit
     /// with an error result, HTTP 500 `UnknownError`).
     Error,
-    /// The call never answers (or answers after `hang_ms`): the caller's timeout must fire.
+    /// The call does not answer while the rule stays planted (or answers after `hang_ms`): the
+    /// caller's timeout must fire. Lifting the rule from the plan lets a held call go ahead
+    /// normally, so a scenario can hold a restore for as long as it needs and then release it.
     Hang,
     /// The call reports success but changes nothing: only a verifying read-back notices.
     NoEffect,
@@ -94,7 +96,8 @@ pub struct FaultRule {
     pub call: Option<String>,
     /// What happens.
     pub kind: FaultKind,
-    /// For [`FaultKind::Hang`]: answer normally after this many milliseconds. `None`: never.
+    /// For [`FaultKind::Hang`]: answer normally after this many milliseconds. `None`: not while
+    /// the rule is planted ([`FaultPlan::held`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hang_ms: Option<u64>,
 }
@@ -144,7 +147,27 @@ impl FaultPlan {
             .iter()
             .find(|r| r.target == target && r.call.as_deref().is_none_or(|c| c == call))
     }
+
+    /// Whether a call to `target` named `call` is held: the first matching rule is a hang
+    /// without `hang_ms`. A plan that cannot be read holds nothing (the call goes ahead).
+    pub fn held(path: &Path, target: &str, call: &str) -> bool {
+        FaultPlan::load(path).is_ok_and(|plan| {
+            plan.find(target, call)
+                .is_some_and(|r| r.kind == FaultKind::Hang && r.hang_ms.is_none())
+        })
+    }
+
+    /// Blocks the calling thread while a call to `target` named `call` is [`held`](Self::held),
+    /// re-reading the plan every [`HOLD_POLL`].
+    pub fn wait_while_held(path: &Path, target: &str, call: &str) {
+        while FaultPlan::held(path, target, call) {
+            std::thread::sleep(HOLD_POLL);
+        }
+    }
 }
+
+/// How often a held call re-reads its fault plan.
+pub const HOLD_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[cfg(test)]
 mod tests {
@@ -211,5 +234,40 @@ mod tests {
         std::fs::write(&path, "{\"rules\": [\n  {\"target\": 1}]}").unwrap();
         let err = FaultPlan::load(&path).unwrap_err();
         assert!(err.contains("faults.json:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_hang_without_a_time_holds_until_lifted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("faults.json");
+        let rule = |hang_ms| FaultRule {
+            target: "t-1".into(),
+            call: Some("thread/revert".into()),
+            kind: FaultKind::Hang,
+            hang_ms,
+        };
+        FaultPlan {
+            rules: vec![rule(None)],
+        }
+        .save(&path)
+        .unwrap();
+        assert!(FaultPlan::held(&path, "t-1", "thread/revert"));
+        assert!(!FaultPlan::held(&path, "t-1", "thread/read"));
+        assert!(!FaultPlan::held(&path, "t-2", "thread/revert"));
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || FaultPlan::wait_while_held(&path, "t-1", "thread/revert"))
+        };
+        std::thread::sleep(HOLD_POLL * 3);
+        assert!(!waiter.is_finished(), "a planted hang must hold the call");
+        FaultPlan::default().save(&path).unwrap();
+        waiter.join().unwrap();
+        // A hang with a time does not hold: it answers after its time.
+        FaultPlan {
+            rules: vec![rule(Some(5))],
+        }
+        .save(&path)
+        .unwrap();
+        assert!(!FaultPlan::held(&path, "t-1", "thread/revert"));
     }
 }

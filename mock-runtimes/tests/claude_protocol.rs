@@ -744,6 +744,18 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     assert_eq!(last_call(&env).outcome, "fault:hang");
     assert_eq!(env.uuids(SESSION), chain);
 
+    // A held run goes ahead once the fault is lifted, and journals its own outcome too.
+    let mut child = env.command(&args).stdin(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "a planted hang holds");
+    assert_eq!(last_call(&env).outcome, "fault:hang");
+    FaultPlan::default()
+        .save(&rewind_mock_runtimes::faults_path(env.config()))
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(last_call(&env).outcome, "ok");
+
     // A fault for another call does not fire on the restore.
     env.fault("resume", FaultKind::Error, None);
     let out = restore(&env, SESSION, U1);

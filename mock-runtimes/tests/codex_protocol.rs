@@ -1065,7 +1065,7 @@ fn fault_hang_with_hang_ms_answers_late() {
 }
 
 #[test]
-fn fault_hang_without_hang_ms_never_answers() {
+fn fault_hang_without_hang_ms_holds_until_lifted() {
     let home = tempfile::tempdir().unwrap();
     seed(home.path(), 2);
     set_faults(
@@ -1089,13 +1089,31 @@ fn fault_hang_without_hang_ms_never_answers() {
         .find(|e| e.call == "thread/rollback")
         .unwrap();
     assert_eq!(hung.outcome, "fault:hang");
-    server.kill();
+    // The connection keeps serving other calls while one is held.
+    server.ok(
+        "thread/read",
+        json!({ "threadId": THREAD, "includeTurns": true }),
+    );
     assert_eq!(
         codex::read_thread(home.path(), THREAD)
             .unwrap()
             .unwrap()
             .turn_ids(),
         ["turn-1", "turn-2"]
+    );
+    // Lifted: the held call goes ahead and answers.
+    set_faults(home.path(), vec![]);
+    let (answer, _) = server
+        .wait(id, Duration::from_secs(5))
+        .expect("a lifted hang answers");
+    assert!(answer.get("result").is_some(), "{answer}");
+    server.kill();
+    assert_eq!(
+        codex::read_thread(home.path(), THREAD)
+            .unwrap()
+            .unwrap()
+            .turn_ids(),
+        ["turn-1"]
     );
 }
 

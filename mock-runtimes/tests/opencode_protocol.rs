@@ -717,6 +717,33 @@ async fn fault_hang_delays_or_never_answers() {
         .journal()
         .iter()
         .any(|e| e.call == "POST /session/{id}/unrevert" && e.outcome == "fault:hang"));
+
+    // A held call goes ahead once the fault is lifted.
+    let held = tokio::spawn(
+        mock.http
+            .post(mock.url(&format!("/session/{session}/unrevert")))
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!held.is_finished(), "a planted hang holds the call");
+    mock.set_faults(vec![]);
+    let answer = tokio::time::timeout(Duration::from_secs(5), held)
+        .await
+        .expect("a lifted hang answers")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(mock
+        .session(&session)
+        .await
+        .get("revert")
+        .is_none_or(|r| r.is_null()));
+    assert!(mock
+        .journal()
+        .iter()
+        .any(|e| e.call == "POST /session/{id}/unrevert"
+            && e.outcome == "ok"
+            && e.detail.as_deref() == Some("held until the fault was lifted")));
 }
 
 #[tokio::test]

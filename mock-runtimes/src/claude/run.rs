@@ -376,10 +376,17 @@ impl Run {
                 match rule.hang_ms {
                     Some(ms) => std::thread::sleep(Duration::from_millis(ms)),
                     None => {
-                        self.record(&kind.outcome(), Some("hanging until killed".into()));
-                        loop {
-                            std::thread::sleep(Duration::from_secs(3600));
-                        }
+                        // Journaled now, so the harness sees the call while it is held; once the
+                        // fault is lifted the run goes ahead as if none had been planted, and
+                        // journals its own outcome too.
+                        self.record(
+                            &kind.outcome(),
+                            Some("held until the fault is lifted".into()),
+                        );
+                        let plan = crate::faults_path(&self.config_dir);
+                        FaultPlan::wait_while_held(&plan, &target, self.mode.fault_call());
+                        self.recorded = false;
+                        self.fault = None;
                     }
                 }
                 Ok(())

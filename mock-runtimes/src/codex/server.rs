@@ -202,8 +202,10 @@ struct Handled {
 enum Reply {
     Result(Value),
     Error(RpcError),
-    /// No answer at all (an injected hang without `hang_ms`).
-    Silent,
+    /// No answer while an injected hang without `hang_ms` stays planted; once it is lifted the
+    /// call is handled again from the start, on a thread of its own, while the connection goes
+    /// on serving other calls.
+    Held,
 }
 
 impl From<Result<Value, RpcError>> for Handled {
@@ -621,6 +623,7 @@ fn handle_request(shared: &Arc<Shared>, id: Value, method: &str, raw: Option<Val
         entry,
         recorded: false,
     };
+    let again = raw.clone();
     let handled = match decode(shared.cfg.version, method, raw) {
         Ok(request) => dispatch(shared, request, &mut call),
         Err(e) => Handled::from(Err(e)),
@@ -643,7 +646,16 @@ fn handle_request(shared: &Arc<Shared>, id: Value, method: &str, raw: Option<Val
                 "error": { "code": error.code, "message": error.message },
             }));
         }
-        Reply::Silent => call.record(&shared.journal),
+        Reply::Held => {
+            call.record(&shared.journal);
+            let target = call.entry.target.clone().unwrap_or_default();
+            let (shared, method) = (Arc::clone(shared), method.to_owned());
+            std::thread::spawn(move || {
+                let plan = crate::faults_path(&shared.cfg.home);
+                FaultPlan::wait_while_held(&plan, &target, &method);
+                handle_request(&shared, id, &method, again);
+            });
+        }
     }
     for notification in handled.after {
         shared.send(&notification);
@@ -741,9 +753,9 @@ fn apply_fault(
         }
         FaultKind::Hang => match rule.hang_ms {
             None => {
-                call.fault(kind, "injected hang: never answered");
+                call.fault(kind, "injected hang: held until the fault is lifted");
                 Effect::Answer(Handled {
-                    reply: Reply::Silent,
+                    reply: Reply::Held,
                     after: Vec::new(),
                     turn: None,
                 })

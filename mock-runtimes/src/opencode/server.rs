@@ -452,7 +452,7 @@ async fn admit(app: &App, call: Call) -> Result<Admitted, Response> {
         .cloned();
     let mut effect = true;
     let mut journaled = false;
-    let faulted = rule.is_some();
+    let mut faulted = rule.is_some();
     if let Some(rule) = rule {
         entry.outcome = rule.kind.outcome();
         match rule.kind {
@@ -465,13 +465,26 @@ async fn admit(app: &App, call: Call) -> Result<Admitted, Response> {
             FaultKind::Hang => {
                 entry.detail = Some(match rule.hang_ms {
                     Some(ms) => format!("injected hang: answering after {ms} ms"),
-                    None => "injected hang: never answering".to_owned(),
+                    None => "injected hang: held until the fault is lifted".to_owned(),
                 });
                 app.journal.record(&entry);
                 journaled = true;
                 match rule.hang_ms {
                     Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-                    None => std::future::pending::<()>().await,
+                    None => {
+                        let path = crate::faults_path(&app.home);
+                        while FaultPlan::held(&path, target, call.route)
+                            || FaultPlan::held(&path, "*", call.route)
+                        {
+                            tokio::time::sleep(crate::faults::HOLD_POLL).await;
+                        }
+                        // Lifted: the call goes ahead as if no fault had been planted, and
+                        // journals its own outcome.
+                        entry.outcome = "ok".to_owned();
+                        entry.detail = Some("held until the fault was lifted".to_owned());
+                        journaled = false;
+                        faulted = false;
+                    }
                 }
             }
             FaultKind::Error => {
