@@ -669,6 +669,53 @@ MUTATIONS = [
        "         DELETE FROM message_recovery_points p USING f \\\n"
        "         WHERE p.message_id = f.message_id AND p.agent_id = f.recipient_id\",")],
      "@rule:inv.recovery-point-lifecycle"),
+    # Concurrency by the spec: only a `preparing` operation of the same primary scope stops a
+    # rewind, and it stops it with a refusal, never a wait.
+    # A workspace-wide lock held for the whole rewind: a second rewind of the scope waits, then
+    # goes ahead; a rewind of another scope of the workspace waits too.
+    ("workspace-wide-rewind-lock", SERVICE,
+     [("    pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n",
+       "    pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n"
+       "        let mut serial = self.pool.acquire().await.db(\"acquiring a connection\")?;\n"
+       "        sqlx::query(\"SELECT pg_advisory_lock(hashtext(coalesce((SELECT workspace_id FROM scopes WHERE id = $1), '')))\")\n"
+       "            .bind(&command.scope_id)\n"
+       "            .execute(&mut *serial)\n"
+       "            .await\n"
+       "            .db(\"locking the workspace\")?;\n"
+       "        let result = self.rewind_serialized(command).await;\n"
+       "        let _ = sqlx::query(\"SELECT pg_advisory_unlock_all()\").execute(&mut *serial).await;\n"
+       "        result\n"
+       "    }\n\n"
+       "    async fn rewind_serialized(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n")],
+     "@rule:conc.single-active-per-scope"),
+    # The same lock per scope: a second rewind of the scope waits for the first, then goes ahead.
+    ("same-scope-waits-then-proceeds", SERVICE,
+     [("    pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n",
+       "    pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n"
+       "        let mut serial = self.pool.acquire().await.db(\"acquiring a connection\")?;\n"
+       "        sqlx::query(\"SELECT pg_advisory_lock(hashtext($1))\")\n"
+       "            .bind(&command.scope_id)\n"
+       "            .execute(&mut *serial)\n"
+       "            .await\n"
+       "            .db(\"locking the scope\")?;\n"
+       "        let result = self.rewind_serialized(command).await;\n"
+       "        let _ = sqlx::query(\"SELECT pg_advisory_unlock_all()\").execute(&mut *serial).await;\n"
+       "        result\n"
+       "    }\n\n"
+       "    async fn rewind_serialized(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {\n")],
+     "@rule:err.rewind-in-progress"),
+    # One active operation per workspace instead of per primary scope: a rewind of another scope
+    # is refused as "in progress".
+    ("one-preparing-per-workspace", SCHEMA,
+     [("CREATE UNIQUE INDEX rewind_operations_one_preparing_idx ON rewind_operations (thread_id)",
+       "CREATE UNIQUE INDEX rewind_operations_one_preparing_idx ON rewind_operations (workspace_id)")],
+     "@rule:scope.scope-id-transaction-boundary"),
+    # The conversation index answers the scope's physical last row, a tombstone in a cascaded
+    # thread (after a rewind of the scope itself it is the notice, which is also the readable tail).
+    ("conversation-index-physical-tail", SURFACES,
+     [("        readable()\n    );\n    let last = messages_of(pool, sql, scope).await?;",
+       "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n    );\n    let last = messages_of(pool, sql, scope).await?;")],
+     "@reads and @rule:surface.stale-reference-no-revival"),
     ("opencode-reverts-to-an-absent-message", OPENCODE,
      [("    if held.iter().all(|id| id.as_str() < message_id) {",
        "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],

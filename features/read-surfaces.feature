@@ -73,6 +73,7 @@ Feature: Every read surface after a rewind (spec sections 1 and 6.1.1)
       | conversation-index | a DM           | read-surfaces            | d-4    | dm-ab    | shows the visible tail of scope "dm-ab"     | shows the visible tail of scope "dm-ab"     |
       | conversation-index | a reply thread | read-surfaces            | r-2    | th-plan  | shows the visible tail of scope "th-plan"   | shows the visible tail of scope "th-plan"   |
       | conversation-index | a channel      | projections-human-suffix | n-4    | ch-notes | shows the visible tail of scope "ch-notes"  | shows the visible tail of scope "ch-notes"  |
+      | conversation-index | a reply thread its channel's rewind cascades | read-surfaces | p-4 | th-late | shows the visible tail of scope "th-late" | shows the visible tail of scope "th-late" |
 
   Scenario Outline: the <surface> of a message finds nothing once it is rewound in <place>, even when stale rows name it
     Given the conversation "<fixture>"

@@ -170,6 +170,47 @@ pub struct RewindWorld {
         RewindRequest,
         tokio::task::JoinHandle<Result<RewindResponse, SutError>>,
     )>,
+    /// Rewinds racing in the background (a storm, or a rewind that waits behind another), in
+    /// the order they were started.
+    pub racing: Vec<Racing>,
+    /// Every rewind answer of the scenario, in the order the answers were taken.
+    pub answers: Vec<(RewindRequest, RewindResponse)>,
+}
+
+/// A rewind running in the background alongside others.
+pub struct Racing {
+    /// What was asked.
+    pub request: RewindRequest,
+    /// The call, until its answer is taken.
+    pub task: Option<tokio::task::JoinHandle<Result<RewindResponse, SutError>>>,
+    /// The answer, once taken (an error is the call's failure, as text).
+    pub answer: Option<Result<RewindResponse, String>>,
+}
+
+impl Racing {
+    /// Starts `request` on `api` in the background.
+    pub fn start(api: Arc<dyn ConversationApi>, request: RewindRequest) -> Racing {
+        let background = request.clone();
+        Racing {
+            request,
+            task: Some(tokio::spawn(async move { api.rewind(&background).await })),
+            answer: None,
+        }
+    }
+
+    /// Takes the answer if the call has finished; true once the answer is in.
+    pub async fn poll(&mut self) -> bool {
+        if self.task.as_ref().is_some_and(|t| t.is_finished()) {
+            if let Some(task) = self.task.take() {
+                self.answer = Some(match task.await {
+                    Ok(Ok(response)) => Ok(response),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(format!("the call panicked: {e}")),
+                });
+            }
+        }
+        self.answer.is_some()
+    }
 }
 
 /// One delivery request a scenario made and what it led to.
@@ -251,6 +292,12 @@ impl RewindWorld {
         self.before
             .as_ref()
             .ok_or_else(|| anyhow!("no snapshot was taken (this step follows a `When`)"))
+    }
+
+    /// Records a rewind's answer: it becomes the last answer, and joins the scenario's answers.
+    pub fn record_answer(&mut self, request: RewindRequest, response: RewindResponse) {
+        self.answers.push((request.clone(), response.clone()));
+        self.last = Some((request, response));
     }
 
     /// The last rewind's answer.
@@ -474,11 +521,19 @@ impl RewindWorld {
         if let Some(held) = self.held.take() {
             let _ = held.rollback().await;
         }
+        if let Some(mocks) = &self.mocks {
+            mocks.lift_all_faults();
+        }
         for started in std::mem::take(&mut self.started_deliveries) {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(30), started.task).await;
         }
         if let Some((_, task)) = self.started.take() {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;
+        }
+        for racing in std::mem::take(&mut self.racing) {
+            if let Some(task) = racing.task {
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(30), task).await;
+            }
         }
         for mut holder in std::mem::take(&mut self.runtime_holders) {
             let _ = holder.child.kill().await;

@@ -15,6 +15,7 @@ mod reads;
 mod realtime;
 mod runtime;
 mod scrub;
+mod storm;
 mod then;
 mod when;
 

@@ -2,6 +2,7 @@
 //! transaction must lock the scope (spec 7), so holding that lock parks a rewind between its
 //! plan and its apply, and lets the scenario change the conversation in between.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context as _};
@@ -10,7 +11,7 @@ use rewind_conformance::inspect::line_diff;
 use rewind_conformance::sut::RewindResponse;
 
 use super::id_list;
-use crate::suite::world::RewindWorld;
+use crate::suite::world::{Racing, RewindWorld};
 
 /// Locks the scope's row in a transaction the harness keeps open. `FOR NO KEY UPDATE` is what an
 /// `UPDATE` of the row takes: it blocks the apply's lock and updates, not the foreign-key checks
@@ -33,9 +34,32 @@ async fn hold_scope_lock(world: &mut RewindWorld, scope: String) -> anyhow::Resu
     Ok(())
 }
 
+/// `Given the harness holds the row locks of scopes "ch-team, th-tail"`: several scopes, in one
+/// transaction, locked in id order.
+#[given(expr = "the harness holds the row locks of scopes {string}")]
+async fn hold_scope_locks(world: &mut RewindWorld, scopes: String) -> anyhow::Result<()> {
+    let mut scopes = id_list(&scopes);
+    scopes.sort();
+    for scope in scopes {
+        hold_scope_lock(world, scope).await?;
+    }
+    Ok(())
+}
+
 /// Some session of the scenario database is waiting on a lock (the parked rewind).
 #[then("the started rewind waits on a lock")]
 async fn waits_on_lock(world: &mut RewindWorld) -> anyhow::Result<()> {
+    sessions_wait_on_locks(world, 1).await
+}
+
+/// `Then 2 racing rewinds wait on a lock`: at least that many sessions of the scenario database
+/// wait on a lock.
+#[then(regex = r"^(\d+) racing rewinds wait on a lock$")]
+async fn racing_wait_on_locks(world: &mut RewindWorld, count: i64) -> anyhow::Result<()> {
+    sessions_wait_on_locks(world, count).await
+}
+
+async fn sessions_wait_on_locks(world: &mut RewindWorld, count: i64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let waiting: i64 = sqlx::query_scalar(
@@ -45,8 +69,18 @@ async fn waits_on_lock(world: &mut RewindWorld) -> anyhow::Result<()> {
         .fetch_one(world.pool()?)
         .await
         .context("reading pg_stat_activity")?;
-        if waiting > 0 {
+        if waiting >= count {
             return Ok(());
+        }
+        if world
+            .racing
+            .iter()
+            .any(|r| r.task.as_ref().is_some_and(|t| t.is_finished()))
+        {
+            bail!(
+                "a racing rewind finished without waiting for the row locks the harness holds \
+                 (the apply transaction must lock the scopes it changes)"
+            );
         }
         if let Some((_, task)) = &world.started {
             if task.is_finished() {
@@ -57,7 +91,7 @@ async fn waits_on_lock(world: &mut RewindWorld) -> anyhow::Result<()> {
             }
         }
         if Instant::now() > deadline {
-            bail!("no session waited on a lock within 15s");
+            bail!("{waiting} sessions waited on a lock within 15s, expected {count}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -253,4 +287,129 @@ async fn drift_refused_or_all_rewound(
             super::invariants::check_after_rewind(world).await
         }
     }
+}
+
+/// `When human "alice" rewinds to before message "codex-1" while the started rewind is
+/// preparing` (held in its restore) or `... while the started rewind waits on a lock` (parked on
+/// a row lock the harness holds): the answer must come within [`super::storm::ANSWER_BOUND`],
+/// while the started rewind is still where it was held; an answer that comes only after it
+/// finished proves the rewind waited for it, which nothing in the spec allows.
+///
+/// One case may wait: a rewind of the same scope as a started rewind that waits on the scope's
+/// row lock without having recorded its operation (ambiguity `plan-persist-vs-scope-lock`,
+/// reading `plan-under-lock`): it then queues for the same lock, and keeps racing.
+#[when(
+    regex = r#"^(human|agent) "([^"]+)" rewinds to before message "([^"]+)" while the started rewind (is preparing|waits on a lock)$"#
+)]
+async fn rewinds_while_held(
+    world: &mut RewindWorld,
+    kind: String,
+    who: String,
+    message: String,
+    held: String,
+) -> anyhow::Result<()> {
+    let request =
+        super::when::request_in_own_scope(world, super::when::actor(&kind, who)?, message).await?;
+    let (first, first_target) = match &world.started {
+        Some((first, task)) if !task.is_finished() => {
+            (first.scope_id.clone(), first.target_message_id.clone())
+        }
+        Some(_) => bail!("the started rewind has already finished"),
+        None => bail!("no rewind was started in the background"),
+    };
+    let preparing = held == "is preparing";
+    let first_recorded = super::then::statuses_targeting(world, &first_target)
+        .await?
+        .iter()
+        .any(|s| s == "preparing");
+    ensure!(
+        !preparing || first_recorded,
+        "the started rewind of `{first}` has no `preparing` operation"
+    );
+    let same_scope = request.scope_id == first;
+    let api = Arc::clone(&world.attached()?.api);
+    let mut racing = Racing::start(api, request.clone());
+    let started = Instant::now();
+    while !racing.poll().await {
+        if started.elapsed() > super::storm::ANSWER_BOUND {
+            let bound = super::storm::ANSWER_BOUND.as_secs();
+            if same_scope && !preparing && !first_recorded {
+                // Both wait for the same lock, before either has planned.
+                world.take_reading("plan-persist-vs-scope-lock", "plan-under-lock")?;
+                world.racing.push(racing);
+                return Ok(());
+            }
+            if same_scope {
+                bail!(
+                    "the rewind of `{}` did not answer within {bound}s while the started rewind \
+                     of the same scope was `preparing`: it must be refused at once with \
+                     \"another rewind is already in progress\" (spec 7, 9), not wait for it",
+                    request.scope_id
+                );
+            }
+            bail!(
+                "the rewind of `{}` did not answer within {bound}s while the started rewind of \
+                 `{first}` {held}: nothing in the spec lets a rewind of one scope wait for a \
+                 rewind of another (only a `preparing` operation of the same primary scope stops \
+                 a rewind, spec 6.4 and 7)",
+                request.scope_id
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The answer is in: the started rewind must still be held where it was.
+    let first_finished = world
+        .started
+        .as_ref()
+        .is_some_and(|(_, task)| task.is_finished());
+    let still_preparing = super::then::statuses_targeting(world, &first_target)
+        .await?
+        .iter()
+        .any(|s| s == "preparing");
+    ensure!(
+        !first_finished && (!preparing || still_preparing),
+        "the rewind of `{}` answered only after the started rewind of `{first}` had finished: \
+         it waited for it (a rewind is refused while another of its scope is `preparing`, and \
+         nothing else may stop it, spec 7)",
+        request.scope_id
+    );
+    let response = match racing.answer {
+        Some(Ok(response)) => response,
+        Some(Err(e)) => bail!("{e}"),
+        None => bail!("the rewind has no answer"),
+    };
+    if same_scope && first_recorded && !preparing {
+        world.take_reading("plan-persist-vs-scope-lock", "plan-before-lock")?;
+    }
+    world.record_answer(request, response);
+    world.collect_events().await?;
+    world.events_mark = Some(world.events.len());
+    world.reads_mark = Some(world.reads.len());
+    Ok(())
+}
+
+/// After `... while the started rewind waits on a lock` for the same scope: refused with the
+/// message, unless the started rewind had recorded nothing and the second one queued behind it
+/// for the same lock (reading `plan-under-lock`, taken by that step).
+#[then(expr = "the rewind is refused with {string}, unless it waits behind the started rewind")]
+async fn refused_unless_waiting(world: &mut RewindWorld, expected: String) -> anyhow::Result<()> {
+    if !world.racing.is_empty()
+        && world
+            .readings
+            .get("plan-persist-vs-scope-lock")
+            .map(String::as_str)
+            == Some("plan-under-lock")
+    {
+        return Ok(());
+    }
+    let response = world.last_response()?.clone();
+    let RewindResponse::Refused { code, message, .. } = response else {
+        bail!("expected a refusal with `{expected}`, but the rewind completed");
+    };
+    ensure!(
+        message == expected,
+        "wrong refusal message\n{}",
+        line_diff(&expected, &message)
+    );
+    super::then::check_code(world, &message, &code)
 }

@@ -212,6 +212,33 @@ async fn delay_restore(
     Ok(())
 }
 
+/// A restore held for as long as the scenario needs: the runtime does not answer it until
+/// `the harness lets the runtime answer the restore of agent "<agent>"`. The rewind stays in
+/// the middle of its restore, so its operation is `preparing` meanwhile (spec 6.4).
+#[given(regex = r#"^the (codex|claude|opencode) runtime holds the restore of agent "([^"]+)"$"#)]
+async fn hold_restore(world: &mut RewindWorld, mock: String, agent: String) -> anyhow::Result<()> {
+    let (_, agent_mock, session) = agent_session(world, &agent)?;
+    let mock = mock_named(&mock)?;
+    ensure!(
+        mock == agent_mock,
+        "agent `{agent}` is not served by the {} mock",
+        mock.program()
+    );
+    world
+        .mocks()?
+        .add_fault(mock, session, None, FaultKind::Hang, None)?;
+    Ok(())
+}
+
+/// Lifts the hold planted by `the ... runtime holds the restore of agent "<agent>"`: the held
+/// call goes ahead as if nothing had been planted.
+#[when(regex = r#"^the harness lets the runtime answer the restore of agent "([^"]+)"$"#)]
+async fn release_restore(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> {
+    let (_, mock, session) = agent_session(world, &agent)?;
+    world.mocks()?.clear_faults(mock, session)?;
+    Ok(())
+}
+
 /// `Given another codex app-server holds the thread of agent "cody"`: the harness starts an app-server
 /// of its own and resumes the agent's thread in it, as a daemon's live session would, and
 /// keeps it running. A real app-server lets one process at a time load a thread.

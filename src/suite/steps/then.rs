@@ -176,7 +176,7 @@ async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
 
 /// Where a tombstone keeps `rewoundAt` (ambiguity `tombstone-rewound-at`): inside
 /// `messageRecall` or beside it. The time is an RFC 3339 string either way.
-fn tombstone_reading(metadata: &serde_json::Value) -> Option<&'static str> {
+pub(super) fn tombstone_reading(metadata: &serde_json::Value) -> Option<&'static str> {
     let top = metadata.as_object()?;
     let recall = top.get("messageRecall")?.as_object()?;
     let time = |v: Option<&serde_json::Value>| {
@@ -590,7 +590,10 @@ async fn visible_summary(world: &mut RewindWorld, scope: String) -> anyhow::Resu
 }
 
 /// The statuses of the operations targeting `message`, oldest first.
-async fn statuses_targeting(world: &RewindWorld, message: &str) -> anyhow::Result<Vec<String>> {
+pub(super) async fn statuses_targeting(
+    world: &RewindWorld,
+    message: &str,
+) -> anyhow::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT status FROM rewind_operations WHERE target_message_id = $1 ORDER BY created_at",
     )

@@ -21,7 +21,7 @@ async fn scope_of(world: &RewindWorld, message_id: &str) -> anyhow::Result<Strin
 /// How long a rewind may take before the harness calls it hung: a little longer than one call
 /// may take (`--request-timeout`, 30 s by default), so that a server's time-out is reported by
 /// the call that timed out.
-fn rewind_timeout() -> Duration {
+pub(super) fn rewind_timeout() -> Duration {
     let request = crate::suite::world::context()
         .map(|c| Duration::from_millis(c.limits.request_timeout_ms))
         .unwrap_or(Duration::from_secs(30));
@@ -29,7 +29,7 @@ fn rewind_timeout() -> Duration {
 }
 
 /// Remembers the database and the statement-log position before an operation.
-async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {
+pub(super) async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.before = Some(world.snapshot().await?);
     let mut conn = world
         .pool()?
@@ -60,7 +60,7 @@ async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Resu
                 limit.as_secs()
             )
         })??;
-    world.last = Some((request, response));
+    world.record_answer(request, response);
     world.collect_events().await?;
     world.events_mark = Some(world.events.len());
     world.reads_mark = Some(world.reads.len());
@@ -88,6 +88,11 @@ async fn starts_rewinding(
 /// Awaits the rewind started in the background; its answer becomes the scenario's last answer.
 #[when("the started rewind finishes")]
 async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
+    finish_started(world).await
+}
+
+/// See [`started_finishes`].
+pub(super) async fn finish_started(world: &mut RewindWorld) -> anyhow::Result<()> {
     let (request, task) = world
         .started
         .take()
@@ -102,7 +107,7 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
             )
         })?
         .context("the started rewind panicked")??;
-    world.last = Some((request, response));
+    world.record_answer(request, response);
     world.collect_events().await?;
     world.events_mark = Some(world.events.len());
     world.reads_mark = Some(world.reads.len());
@@ -110,7 +115,7 @@ async fn started_finishes(world: &mut RewindWorld) -> anyhow::Result<()> {
 }
 
 /// A rewind of `message`'s own scope by `actor`.
-async fn request_in_own_scope(
+pub(super) async fn request_in_own_scope(
     world: &RewindWorld,
     actor: Actor,
     message: String,

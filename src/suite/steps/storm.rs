@@ -1,0 +1,666 @@
+//! Rewinds that race: several started at once in the background (a storm), a rewind sent while
+//! another one is held in its restore or parked on a row lock, and what must hold once they
+//! have all answered (spec 6.4, 7): one outcome per rewind, one winner per scope when they
+//! overlapped, nothing half-applied.
+//!
+//! An answer that arrives only after the rewind it raced against has finished proves nothing
+//! about concurrency: the steps that send a rewind "while" another one is held bound the wait
+//! ([`ANSWER_BOUND`]) and check, when the answer arrives, that the other one is still held.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use cucumber::gherkin::Step;
+use cucumber::{then, when};
+use rewind_conformance::sut::{Actor, RewindRequest, RewindResponse};
+
+use super::id_list;
+use crate::suite::world::{Racing, RewindWorld};
+
+/// How long a rewind may take to answer while another rewind is held: generous for a refusal
+/// or a small rewind on a loaded two-core machine, and far below the hold, which lasts until
+/// the scenario lifts it.
+pub(super) const ANSWER_BOUND: Duration = Duration::from_secs(10);
+
+/// The section 9 refusal of a concurrent rewind of the same scope.
+const IN_PROGRESS: &str = "another rewind is already in progress";
+
+/// A human's rewind of `message`'s own scope.
+async fn human_request(
+    world: &RewindWorld,
+    human: &str,
+    message: &str,
+) -> anyhow::Result<RewindRequest> {
+    let target = world.resolve(message);
+    let scope_id: String = sqlx::query_scalar("SELECT scope_id FROM scope_messages WHERE id = $1")
+        .bind(&target)
+        .fetch_optional(world.pool()?)
+        .await
+        .context("looking up the message's scope")?
+        .ok_or_else(|| anyhow!("message `{message}` is not in the scenario's conversation"))?;
+    Ok(RewindRequest {
+        actor: Actor::Human(human.to_owned()),
+        scope_id,
+        target_message_id: target,
+    })
+}
+
+/// Starts every request at once, after the snapshot the checks compare with (taken before the
+/// first rewind of the scenario that is still racing).
+async fn start_all(world: &mut RewindWorld, requests: Vec<RewindRequest>) -> anyhow::Result<()> {
+    if world.started.is_none() && world.racing.is_empty() {
+        super::when::mark_before(world).await?;
+    }
+    let api = Arc::clone(&world.attached()?.api);
+    for request in requests {
+        world.racing.push(Racing::start(Arc::clone(&api), request));
+    }
+    Ok(())
+}
+
+/// `When 8 rewinds by human "alice" to before messages "codex-1, codex-3" start at once`: the
+/// targets are taken in turn.
+#[when(regex = r#"^(\d+) rewinds by human "([^"]+)" to before messages "([^"]+)" start at once$"#)]
+async fn n_at_once(
+    world: &mut RewindWorld,
+    count: usize,
+    human: String,
+    targets: String,
+) -> anyhow::Result<()> {
+    let targets = id_list(&targets);
+    ensure!(
+        count > 0 && !targets.is_empty(),
+        "a storm needs at least one rewind and one target"
+    );
+    let mut requests = Vec::with_capacity(count);
+    for i in 0..count {
+        requests.push(human_request(world, &human, &targets[i % targets.len()]).await?);
+    }
+    start_all(world, requests).await
+}
+
+/// `When these rewinds start at once:` with a table of `human` and `target` columns.
+#[when("these rewinds start at once:")]
+async fn table_at_once(world: &mut RewindWorld, step: &Step) -> anyhow::Result<()> {
+    let table = step
+        .table
+        .as_ref()
+        .ok_or_else(|| anyhow!("this step needs a table with `human` and `target` columns"))?;
+    let mut rows = table.rows.iter();
+    let header = rows
+        .next()
+        .ok_or_else(|| anyhow!("the table has no header row"))?;
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| anyhow!("the table has no `{name}` column (columns: {header:?})"))
+    };
+    let (human, target) = (column("human")?, column("target")?);
+    let mut requests = Vec::new();
+    for row in rows {
+        requests.push(human_request(world, row[human].trim(), row[target].trim()).await?);
+    }
+    start_all(world, requests).await
+}
+
+/// Takes the answers of the racing rewinds that have finished; returns how many are in.
+async fn poll_racing(world: &mut RewindWorld) -> usize {
+    let mut answered = 0;
+    for racing in &mut world.racing {
+        if racing.poll().await {
+            answered += 1;
+        }
+    }
+    answered
+}
+
+/// Moves the answers of finished racing rewinds into the scenario's answers, failing on a call
+/// that failed (a hung or crashed implementation, a protocol violation).
+async fn record_racing_answers(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mut failures = Vec::new();
+    let mut recorded = Vec::new();
+    world
+        .racing
+        .retain_mut(|racing| match racing.answer.take() {
+            Some(Ok(response)) => {
+                recorded.push((racing.request.clone(), response));
+                false
+            }
+            Some(Err(e)) => {
+                failures.push(format!(
+                    "the rewind of `{}` to before `{}` failed: {e}",
+                    racing.request.scope_id, racing.request.target_message_id
+                ));
+                false
+            }
+            None => true,
+        });
+    for (request, response) in recorded {
+        world.record_answer(request, response);
+    }
+    world.collect_events().await?;
+    world.events_mark = Some(world.events.len());
+    world.reads_mark = Some(world.reads.len());
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// `Then every racing rewind but one of each scope answers while that one is preparing`: within
+/// [`ANSWER_BOUND`] (more for larger storms), all but one rewind of each primary scope answered,
+/// and the one left has a `preparing` operation. With the winner held in its restore, every
+/// other rewind of its scope must be refused at once (spec 7, 9), whatever the lock order.
+#[then("every racing rewind but one of each scope answers while that one is preparing")]
+async fn all_but_one_answer(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let bound = ANSWER_BOUND + Duration::from_millis(250) * world.racing.len() as u32;
+    let started = Instant::now();
+    loop {
+        poll_racing(world).await;
+        let mut waiting: BTreeMap<&str, Vec<&RewindRequest>> = BTreeMap::new();
+        let mut scopes = BTreeSet::new();
+        for racing in &world.racing {
+            scopes.insert(racing.request.scope_id.as_str());
+            if racing.answer.is_none() {
+                waiting
+                    .entry(racing.request.scope_id.as_str())
+                    .or_default()
+                    .push(&racing.request);
+            }
+        }
+        if let Some(scope) = scopes.iter().find(|s| !waiting.contains_key(*s)) {
+            bail!(
+                "every racing rewind of scope `{scope}` answered, although one of them is held \
+                 in its restore and cannot have finished: {}",
+                describe_answers(world, scope)
+            );
+        }
+        if waiting.values().all(|w| w.len() == 1) {
+            let left: Vec<RewindRequest> = waiting.values().map(|w| w[0].clone()).collect();
+            for request in left {
+                let statuses =
+                    super::then::statuses_targeting(world, &request.target_message_id).await?;
+                ensure!(
+                    statuses.iter().any(|s| s == "preparing"),
+                    "the rewind of `{}` left waiting has no `preparing` operation (statuses of \
+                     the operations targeting `{}`: {statuses:?})",
+                    request.scope_id,
+                    request.target_message_id
+                );
+            }
+            return record_racing_answers(world).await;
+        }
+        if started.elapsed() > bound {
+            let late: Vec<String> = waiting
+                .iter()
+                .map(|(scope, w)| format!("`{scope}`: {} still waiting", w.len()))
+                .collect();
+            bail!(
+                "within {}s, more than one rewind of a scope was still unanswered ({}): a rewind \
+                 of a scope whose rewind is `preparing` must be refused with \"{IN_PROGRESS}\" \
+                 at once, not wait for it (spec 7: `preparing` is the only thing that stops it, \
+                 and it stops it with a refusal)",
+                bound.as_secs(),
+                late.join(", ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn describe_answers(world: &RewindWorld, scope: &str) -> String {
+    let answers: Vec<String> = world
+        .racing
+        .iter()
+        .filter(|r| r.request.scope_id == scope)
+        .map(|r| match &r.answer {
+            Some(Ok(RewindResponse::Completed { .. })) => "completed".to_owned(),
+            Some(Ok(RewindResponse::Refused { message, .. })) => format!("refused: {message}"),
+            Some(Err(e)) => format!("failed: {e}"),
+            None => "waiting".to_owned(),
+        })
+        .collect();
+    answers.join("; ")
+}
+
+/// `When every racing rewind finishes` (the started one too, if there is one).
+#[when("every racing rewind finishes")]
+async fn all_finish(world: &mut RewindWorld) -> anyhow::Result<()> {
+    if world.started.is_some() {
+        super::when::finish_started(world).await?;
+    }
+    let limit = super::when::rewind_timeout();
+    let started = Instant::now();
+    while poll_racing(world).await < world.racing.len() {
+        if started.elapsed() > limit {
+            bail!(
+                "{} racing rewinds did not finish within {}s",
+                world.racing.iter().filter(|r| r.answer.is_none()).count(),
+                limit.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    record_racing_answers(world).await
+}
+
+/// Whether the message is a rewound tombstone now, or its scope is archived: a rewind of it
+/// refused for that has no section 9 wording (register entry `unworded-refusals`).
+async fn target_gone(world: &RewindWorld, message: &str) -> anyhow::Result<bool> {
+    let gone: Option<bool> = sqlx::query_scalar(
+        "SELECT m.metadata #>> '{messageRecall,status}' = 'rewound' OR s.archived_at IS NOT NULL \
+         FROM scope_messages m JOIN scopes s ON s.id = m.scope_id WHERE m.id = $1",
+    )
+    .bind(message)
+    .fetch_optional(world.pool()?)
+    .await
+    .context("reading scope_messages")?
+    .flatten();
+    Ok(gone.unwrap_or(true))
+}
+
+/// The answers of the scenario's rewinds of these primary scopes: (completed, refused).
+async fn outcomes_of(
+    world: &RewindWorld,
+    scopes: &[String],
+    allowed: &[String],
+) -> anyhow::Result<(usize, usize)> {
+    ensure!(
+        world.racing.is_empty() && world.started.is_none(),
+        "some rewinds have not finished (add `When every racing rewind finishes`)"
+    );
+    let mut completed = 0;
+    let mut refused = 0;
+    for (request, response) in &world.answers {
+        if !scopes.contains(&request.scope_id) {
+            continue;
+        }
+        match response {
+            RewindResponse::Completed { status, .. } => {
+                ensure!(
+                    status == "completed",
+                    "the rewind of `{}` to before `{}` answered status `{status}`",
+                    request.scope_id,
+                    request.target_message_id
+                );
+                completed += 1;
+            }
+            RewindResponse::Refused { code, message, .. } => {
+                refused += 1;
+                if allowed.contains(message) {
+                    super::then::check_code(world, message, code)?;
+                    continue;
+                }
+                let gone = target_gone(world, &request.target_message_id).await?;
+                let worded = context_catalog_has(message)?;
+                ensure!(
+                    gone && !worded,
+                    "the rewind of `{}` to before `{}` was refused with \"{message}\"; expected \
+                     one of {allowed:?}{}",
+                    request.scope_id,
+                    request.target_message_id,
+                    if gone {
+                        " (its target is gone, so a refusal the spec does not word also passes, \
+                         but not another section 9 message)"
+                    } else {
+                        ""
+                    }
+                );
+                super::then::check_code(world, message, code)?;
+            }
+        }
+    }
+    Ok((completed, refused))
+}
+
+/// Whether `message` is one of section 9's messages.
+fn context_catalog_has(message: &str) -> anyhow::Result<bool> {
+    Ok(crate::suite::world::context()?
+        .catalog
+        .error_by_message(message)
+        .is_some())
+}
+
+/// `Then exactly one racing rewind of scopes "dm-codex" completed, every other refused with
+/// "another rewind is already in progress"` (several messages: `"a" or "b"`). A rewind whose
+/// target was rewound by the winner may also be refused without a section 9 message.
+#[then(
+    regex = r#"^exactly one rewind of scopes "([^"]+)" completed, every other refused with "([^"]+)"(?: or "([^"]+)")?$"#
+)]
+async fn exactly_one(
+    world: &mut RewindWorld,
+    scopes: String,
+    first: String,
+    second: String,
+) -> anyhow::Result<()> {
+    let scopes = id_list(&scopes);
+    let allowed: Vec<String> = [first, second]
+        .into_iter()
+        .filter(|m| !m.is_empty())
+        .collect();
+    let (completed, refused) = outcomes_of(world, &scopes, &allowed).await?;
+    ensure!(
+        completed == 1,
+        "{completed} of the {} rewinds of {scopes:?} completed, expected exactly one: they \
+         overlapped, and only one rewind of a scope may be active at a time (spec 7)",
+        completed + refused
+    );
+    nothing_half_applied(world).await
+}
+
+/// `Then the rewinds of scopes "ch-team, th-tail" had one outcome each, as if run one after
+/// the other`: every rewind completed or was refused with one of the messages a rewind that
+/// overlapped another may get (drift, another rewind in progress, or, once its target was
+/// rewound, a refusal the spec does not word); at least one completed; and the database is
+/// what completing them one after the other makes ([`nothing_half_applied`]).
+#[then(
+    regex = r#"^the rewinds of scopes "([^"]+)" had one outcome each, as if run one after the other$"#
+)]
+async fn serial_outcomes(world: &mut RewindWorld, scopes: String) -> anyhow::Result<()> {
+    let scopes = id_list(&scopes);
+    let allowed = vec![
+        "rewind is blocked because newer activity changed the conversation".to_owned(),
+        IN_PROGRESS.to_owned(),
+    ];
+    let (completed, refused) = outcomes_of(world, &scopes, &allowed).await?;
+    ensure!(
+        completed >= 1,
+        "none of the {refused} rewinds of {scopes:?} completed: one of them ran first, and \
+         nothing had changed its conversation then"
+    );
+    nothing_half_applied(world).await
+}
+
+/// `Then nothing is half-applied`: the database is what completing the rewinds answered
+/// `completed` one after the other makes, and nothing else.
+#[then("nothing is half-applied")]
+async fn nothing_half_applied_step(world: &mut RewindWorld) -> anyhow::Result<()> {
+    nothing_half_applied(world).await
+}
+
+/// A message row as the checks need it.
+#[derive(Debug, sqlx::FromRow)]
+struct Message {
+    id: String,
+    scope_id: String,
+    seq: i64,
+    content: String,
+    metadata: serde_json::Value,
+    client_message_id: Option<String>,
+}
+
+/// What must hold after any mix of completed and refused rewinds, whatever order they ran in
+/// (spec 6.1 to 6.4, 7, 10):
+/// - no operation is left `preparing`; an operation is `completed` exactly when its rewind was
+///   answered `completed`;
+/// - every message is intact or a whole tombstone (empty content, only the rewound marker);
+/// - every message tombstoned during the scenario lies in the range of a completed operation
+///   (in its primary scope, from its target up to its notice) or in a reply thread archived by
+///   the cascade of one; every message in that range is a tombstone;
+/// - no live reply thread hangs off a tombstone, and every archived thread is all tombstones;
+/// - no projection, unfinished delivery, pending activity or recovery point is bound to a
+///   message tombstoned during the scenario;
+/// - every scope's visible summary and sync-dirty frontier follow its visible tail, and
+///   membership, grants and cursors obey section 10.
+pub(super) async fn nothing_half_applied(world: &RewindWorld) -> anyhow::Result<()> {
+    let pool = world.pool()?;
+    let before = world.before_snapshot()?;
+    let existed = |table: &str, id_key: &str| -> BTreeSet<String> {
+        before
+            .tables
+            .get(table)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+            .filter_map(|v| v.get(id_key).and_then(|i| i.as_str()).map(str::to_owned))
+            .collect()
+    };
+    let old_operations = existed("rewind_operations", "id");
+    let was_tombstone: BTreeSet<String> = before
+        .tables
+        .get("scope_messages")
+        .into_iter()
+        .flatten()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .filter(|v| {
+            v.pointer("/metadata/messageRecall/status")
+                .and_then(|s| s.as_str())
+                == Some("rewound")
+        })
+        .filter_map(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+        .collect();
+    let was_archived: BTreeSet<String> = before
+        .tables
+        .get("scopes")
+        .into_iter()
+        .flatten()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .filter(|v| !v.get("archived_at").is_none_or(|a| a.is_null()))
+        .filter_map(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+        .collect();
+    let mut problems: Vec<String> = Vec::new();
+
+    // Operations and answers.
+    let operations: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT id, thread_id, target_message_id, status FROM rewind_operations ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .context("reading rewind_operations")?;
+    let answered: BTreeSet<&str> = world
+        .answers
+        .iter()
+        .filter_map(|(_, r)| match r {
+            RewindResponse::Completed { operation_id, .. } => Some(operation_id.as_str()),
+            RewindResponse::Refused { .. } => None,
+        })
+        .collect();
+    let mut completed = Vec::new();
+    for (id, scope, target, status) in &operations {
+        if old_operations.contains(id) {
+            continue;
+        }
+        match status.as_str() {
+            "preparing" => problems.push(format!(
+                "operation `{id}` (scope `{scope}`, target `{target}`) is left `preparing`"
+            )),
+            "completed" if !answered.contains(id.as_str()) => problems.push(format!(
+                "operation `{id}` (scope `{scope}`, target `{target}`) is `completed`, but no \
+                 rewind was answered `completed` with it"
+            )),
+            "completed" => completed.push((id.clone(), scope.clone(), target.clone())),
+            _ => {}
+        }
+    }
+    for id in &answered {
+        if !completed.iter().any(|(c, _, _)| c == id) {
+            problems.push(format!(
+                "a rewind was answered `completed` with operation `{id}`, which is not a \
+                 `completed` operation of this scenario"
+            ));
+        }
+    }
+
+    // Messages: whole tombstones only, each in the range of a completed operation.
+    let messages: Vec<Message> = sqlx::query_as(
+        "SELECT id, scope_id, seq, content, metadata, client_message_id FROM scope_messages \
+         ORDER BY scope_id, seq",
+    )
+    .fetch_all(pool)
+    .await
+    .context("reading scope_messages")?;
+    let scopes: Vec<(String, Option<String>, bool)> = sqlx::query_as(
+        "SELECT id, parent_message_id, archived_at IS NOT NULL FROM scopes ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .context("reading scopes")?;
+    let is_rewound = |m: &Message| {
+        m.metadata
+            .pointer("/messageRecall/status")
+            .and_then(|s| s.as_str())
+            == Some("rewound")
+    };
+    let by_id: BTreeMap<&str, &Message> = messages.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut ranges: Vec<(String, i64, i64, String)> = Vec::new();
+    for (op, scope, target) in &completed {
+        let Some(from) = by_id.get(target.as_str()).map(|m| m.seq) else {
+            problems.push(format!(
+                "operation `{op}` targets `{target}`, which is gone"
+            ));
+            continue;
+        };
+        let notice = format!("rewind-notice:{op}");
+        let Some(to) = messages
+            .iter()
+            .find(|m| m.scope_id == *scope && m.client_message_id.as_deref() == Some(&notice))
+            .map(|m| m.seq)
+        else {
+            problems.push(format!(
+                "completed operation `{op}` has no rewind notice (client message id `{notice}`) \
+                 in scope `{scope}` (spec 8)"
+            ));
+            continue;
+        };
+        for m in messages.iter().filter(|m| m.scope_id == *scope) {
+            if m.seq >= from && m.seq < to && !is_rewound(m) {
+                problems.push(format!(
+                    "`{}` (seq {}) of `{scope}` lies between the target `{target}` (seq {from}) \
+                     and the notice (seq {to}) of completed operation `{op}`, but is not a \
+                     tombstone",
+                    m.id, m.seq
+                ));
+            }
+        }
+        ranges.push((scope.clone(), from, to, op.clone()));
+    }
+    let newly_archived: BTreeSet<&str> = scopes
+        .iter()
+        .filter(|(id, _, archived)| *archived && !was_archived.contains(id))
+        .map(|(id, _, _)| id.as_str())
+        .collect();
+    let mut fresh: BTreeSet<&str> = BTreeSet::new();
+    for m in &messages {
+        if !is_rewound(m) {
+            continue;
+        }
+        if super::then::tombstone_reading(&m.metadata).is_none() || !m.content.is_empty() {
+            problems.push(format!(
+                "`{}` is half a tombstone: content {:?}, metadata {}",
+                m.id, m.content, m.metadata
+            ));
+        }
+        if was_tombstone.contains(&m.id) {
+            continue;
+        }
+        fresh.insert(m.id.as_str());
+        let in_range = ranges
+            .iter()
+            .any(|(scope, from, to, _)| m.scope_id == *scope && m.seq >= *from && m.seq < *to);
+        let cascaded = newly_archived.contains(m.scope_id.as_str());
+        if !in_range && !cascaded {
+            problems.push(format!(
+                "`{}` (seq {} of `{}`) was tombstoned, but no completed rewind's range holds it \
+                 and its scope was not cascaded",
+                m.id, m.seq, m.scope_id
+            ));
+        }
+    }
+    for (thread, parent, archived) in &scopes {
+        let Some(parent) = parent else { continue };
+        let parent_fresh = fresh.contains(parent.as_str());
+        if parent_fresh && !archived {
+            problems.push(format!(
+                "reply thread `{thread}` is live, but its parent message `{parent}` was rewound"
+            ));
+        }
+        if newly_archived.contains(thread.as_str()) {
+            if !parent_fresh {
+                problems.push(format!(
+                    "reply thread `{thread}` was archived, but its parent `{parent}` was not \
+                     rewound"
+                ));
+            }
+            for m in messages
+                .iter()
+                .filter(|m| m.scope_id == *thread && !is_rewound(m))
+            {
+                problems.push(format!(
+                    "`{}` of the cascaded reply thread `{thread}` is not a tombstone",
+                    m.id
+                ));
+            }
+        }
+    }
+
+    // Nothing stays bound to a message rewound during the scenario.
+    let fresh_ids: Vec<String> = fresh.iter().map(|s| (*s).to_owned()).collect();
+    for (what, sql) in [
+        ("share card", "SELECT message_id FROM scope_share_cards WHERE message_id = ANY($1)"),
+        ("reaction", "SELECT message_id FROM scope_message_reactions WHERE message_id = ANY($1)"),
+        ("pin", "SELECT message_id FROM scope_message_pins WHERE message_id = ANY($1)"),
+        ("top notice", "SELECT message_id FROM scope_message_top_notices WHERE message_id = ANY($1)"),
+        ("search document", "SELECT message_id FROM scope_message_search_docs WHERE message_id = ANY($1)"),
+        ("source", "SELECT CASE WHEN message_id = ANY($1) THEN message_id ELSE source_message_id END \
+                    FROM scope_message_sources WHERE message_id = ANY($1) OR source_message_id = ANY($1)"),
+        ("attachment", "SELECT message_id FROM attachments WHERE owner_kind = 'message' AND message_id = ANY($1)"),
+        ("unfinished fanout row", "SELECT message_id FROM scope_fanout_outbox \
+                                   WHERE status IN ('pending', 'leased') AND message_id = ANY($1)"),
+        ("pending activity event", "SELECT message_id FROM scope_activity_events \
+                                    WHERE status = 'pending' AND message_id = ANY($1)"),
+        ("recovery point", "SELECT message_id FROM message_recovery_points WHERE message_id = ANY($1)"),
+    ] {
+        let bound: Vec<String> = sqlx::query_scalar(sql)
+            .bind(&fresh_ids)
+            .fetch_all(pool)
+            .await
+            .with_context(|| format!("reading the {what}s"))?;
+        for id in bound {
+            problems.push(format!("a {what} is still bound to the rewound message `{id}`"));
+        }
+    }
+
+    // Summaries and sync frontiers follow the visible tail.
+    let summaries: Vec<(String, String)> = sqlx::query_as(
+        "WITH tail AS (SELECT s.id, count(m.id) AS visible, max(m.created_at) AS last_at, \
+                              coalesce(max(m.seq), 0) AS tail_seq, \
+                              (SELECT max(seq) FROM scope_messages a WHERE a.scope_id = s.id) AS high \
+                       FROM scopes s LEFT JOIN scope_messages m ON m.scope_id = s.id \
+                         AND coalesce(m.metadata #>> '{messageRecall,status}', '') <> 'rewound' \
+                       GROUP BY s.id) \
+         SELECT s.id, concat_ws('; ', \
+           CASE WHEN s.visible_message_count <> t.visible \
+                THEN format('visible_message_count %s, visible messages %s', s.visible_message_count, t.visible) END, \
+           CASE WHEN s.visible_last_message_at IS DISTINCT FROM t.last_at \
+                THEN format('visible_last_message_at %s, last visible message at %s', s.visible_last_message_at, t.last_at) END, \
+           CASE WHEN s.latest_message_at IS DISTINCT FROM t.last_at \
+                THEN format('latest_message_at %s, last visible message at %s', s.latest_message_at, t.last_at) END, \
+           CASE WHEN s.latest_seq < coalesce(t.high, 0) \
+                THEN format('latest_seq %s below the highest seq %s', s.latest_seq, t.high) END, \
+           CASE WHEN d.latest_message_seq > t.tail_seq \
+                THEN format('scope_sync_dirty.latest_message_seq %s past the visible tail %s', d.latest_message_seq, t.tail_seq) END, \
+           (SELECT string_agg(format('member_scope_sync_dirty of `%s`: latest_message_seq %s past the visible tail %s', \
+                                     md.user_id, md.latest_message_seq, t.tail_seq), '; ') \
+            FROM member_scope_sync_dirty md WHERE md.scope_id = s.id AND md.latest_message_seq > t.tail_seq)) \
+         FROM scopes s JOIN tail t ON t.id = s.id \
+         LEFT JOIN scope_sync_dirty d ON d.scope_id = s.id \
+         WHERE s.id IN (SELECT scope_id FROM scope_messages WHERE id = ANY($1))",
+    )
+    .bind(&fresh_ids)
+    .fetch_all(pool)
+    .await
+    .context("reading the scopes' summaries")?;
+    for (scope, wrong) in summaries {
+        if !wrong.is_empty() {
+            problems.push(format!("scope `{scope}`: {wrong}"));
+        }
+    }
+
+    ensure!(
+        problems.is_empty(),
+        "the rewinds left the conversation half-applied:\n  {}",
+        problems.join("\n  ")
+    );
+    super::invariants::check_after_rewind(world).await
+}
