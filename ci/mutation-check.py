@@ -198,6 +198,11 @@ MUTATIONS = [
     ("drift-not-revalidated", APPLY,
      [("if now != primary.message_ids {", "if false && now != primary.message_ids {")],
      "@rule:conc.revalidate-suffix-before-apply"),
+    # The cascaded thread is not re-validated: a thread rewind that applied first is overwritten
+    # by the parent channel's cascade, which archives the thread with its notice still visible.
+    ("cascade-drift-unchecked", APPLY,
+     [("if now != cascade.message_ids {", "if false && now != cascade.message_ids {")],
+     "@rule:conc.revalidate-suffix-before-apply"),
     ("scope-not-locked-before-revalidation", APPLY,
      [("\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE\"", "\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id\"")],
      "@rule:conc.revalidate-suffix-before-apply"),

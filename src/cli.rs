@@ -1172,6 +1172,11 @@ fn print_kept(kept: &[(String, String)], server: &[String]) {
 struct RunStats {
     isolation: Vec<(Duration, Duration)>,
     faults: FaultMatrix,
+    /// The storm and database fault matrices that scenarios contributed to.
+    matrices: Vec<(
+        crate::suite::matrix::MatrixKind,
+        crate::suite::matrix::OutcomeMatrix,
+    )>,
     compat: crate::suite::compat::CompatMatrix,
     sut: String,
     profile: String,
@@ -1233,6 +1238,7 @@ async fn run_on_server(
         keep_databases: args.keep_databases,
         isolation_times: Mutex::new(Vec::new()),
         fault_results: Mutex::new(Vec::new()),
+        matrix_results: Mutex::new(Vec::new()),
         compat: Mutex::new(Default::default()),
         limits: Limits {
             restore_timeout_ms: args.restore_timeout_ms,
@@ -1302,11 +1308,17 @@ async fn run_on_server(
         .lock()
         .map(|t| t.clone())
         .unwrap_or_default();
+    let cells = context
+        .matrix_results
+        .lock()
+        .map(|t| t.clone())
+        .unwrap_or_default();
     Ok((
         report?,
         RunStats {
             isolation,
             faults: FaultMatrix::from_results(&faults),
+            matrices: crate::suite::matrix::from_results(&cells),
             compat: context.compat.lock().map(|m| m.clone()).unwrap_or_default(),
             sut: sut.name().to_owned(),
             profile: applicability.profile().describe(),
@@ -1443,6 +1455,12 @@ fn print_summary(
     if !stats.faults.is_empty() {
         println!("  runtime restore fault matrix (runtime x fault kind; - = not run):");
         for line in stats.faults.markdown().lines() {
+            println!("    {line}");
+        }
+    }
+    for (kind, matrix) in &stats.matrices {
+        println!("  {}; - = not run:", kind.title());
+        for line in matrix.markdown().lines() {
             println!("    {line}");
         }
     }

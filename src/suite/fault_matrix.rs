@@ -1,9 +1,9 @@
 //! The fault matrix: for each runtime and each fault kind, whether the scenarios that planted
 //! that fault in that runtime passed.
 
-use std::collections::BTreeMap;
-
 use rewind_mock_runtimes::faults::FaultKind;
+
+use super::matrix::OutcomeMatrix;
 
 /// The runtimes the matrix lists, in order.
 const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
@@ -17,57 +17,31 @@ pub struct FaultCell {
     pub fault: String,
 }
 
-/// Results by (runtime, fault): (passed, total).
+/// Results by (runtime, fault).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FaultMatrix {
-    cells: BTreeMap<(String, String), (usize, usize)>,
+    matrix: OutcomeMatrix,
 }
 
 impl FaultMatrix {
     /// Builds the matrix from each scenario's cell and verdict.
     pub fn from_results(results: &[(FaultCell, bool)]) -> FaultMatrix {
-        let mut cells = BTreeMap::new();
+        let faults: Vec<&str> = FaultKind::ALL.iter().map(|k| k.label()).collect();
+        let mut matrix = OutcomeMatrix::new("runtime", &RUNTIMES, &faults);
         for (cell, passed) in results {
-            let entry: &mut (usize, usize) = cells
-                .entry((cell.runtime.clone(), cell.fault.clone()))
-                .or_default();
-            entry.1 += 1;
-            if *passed {
-                entry.0 += 1;
-            }
+            matrix.add(&cell.runtime, &cell.fault, *passed);
         }
-        FaultMatrix { cells }
+        FaultMatrix { matrix }
     }
 
     /// Whether no fault scenario ran.
     pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
-    }
-
-    fn cell(&self, runtime: &str, fault: &str) -> &'static str {
-        match self.cells.get(&(runtime.to_owned(), fault.to_owned())) {
-            None => "-",
-            Some((passed, total)) if passed == total => "pass",
-            Some(_) => "FAIL",
-        }
+        self.matrix.is_empty()
     }
 
     /// The matrix as a Markdown table (runtimes down, fault kinds across; `-` = not run).
     pub fn markdown(&self) -> String {
-        let faults: Vec<&str> = FaultKind::ALL.iter().map(|k| k.label()).collect();
-        let mut out = format!("| runtime | {} |\n", faults.join(" | "));
-        out.push_str(&format!("|---|{}\n", "---|".repeat(faults.len())));
-        let mut runtimes: Vec<String> = RUNTIMES.iter().map(|r| (*r).to_owned()).collect();
-        for (runtime, _) in self.cells.keys() {
-            if !runtimes.contains(runtime) {
-                runtimes.push(runtime.clone());
-            }
-        }
-        for runtime in runtimes {
-            let row: Vec<&str> = faults.iter().map(|f| self.cell(&runtime, f)).collect();
-            out.push_str(&format!("| {runtime} | {} |\n", row.join(" | ")));
-        }
-        out
+        self.matrix.markdown()
     }
 }
 

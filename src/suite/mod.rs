@@ -6,6 +6,7 @@ pub mod applicability;
 mod collector;
 pub mod compat;
 pub mod fault_matrix;
+pub mod matrix;
 pub mod readings;
 pub mod selection;
 pub mod shard;
@@ -375,6 +376,12 @@ pub async fn run_suite(
                     if let (Some(cell), Ok(ctx)) = (world.fault_cell.take(), world::context()) {
                         if let Ok(mut results) = ctx.fault_results.lock() {
                             results.push((cell, passed));
+                        }
+                    }
+                    let cells = std::mem::take(&mut world.cells);
+                    if let (false, Ok(ctx)) = (cells.is_empty(), world::context()) {
+                        if let Ok(mut results) = ctx.matrix_results.lock() {
+                            results.extend(cells.into_iter().map(|cell| (cell, passed)));
                         }
                     }
                 }

@@ -40,6 +40,9 @@ pub struct RunContext {
     pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
     /// Per fault scenario: the runtime and fault it planted, and whether it passed.
     pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
+    /// Per scenario that contributes to another matrix (storms, database faults): its cells,
+    /// and whether it passed.
+    pub matrix_results: Mutex<Vec<(crate::suite::matrix::Cell, bool)>>,
     /// What every runtime release answered the implementation's calls, over the run.
     pub compat: Mutex<crate::suite::compat::CompatMatrix>,
     /// The time budgets handed to the implementation at every attach.
@@ -122,6 +125,8 @@ pub struct RewindWorld {
     pub pending_db: Option<(ScenarioDatabase, PgPool)>,
     /// The fault matrix cell this scenario exercises, if it planted a restore fault.
     pub fault_cell: Option<FaultCell>,
+    /// The cells of the other matrices (storms, database faults) this scenario exercises.
+    pub cells: Vec<crate::suite::matrix::Cell>,
     /// The fixture the scenario started from.
     pub fixture: Option<String>,
     /// The database as it was just before the last `When`.
