@@ -60,6 +60,20 @@ pub async fn apply_rewind(
         .into_iter()
         .map(|s| s.0)
         .collect();
+    // A reply thread's row references its parent scope, and updating a row twice in one
+    // transaction re-checks that reference (a key-share lock on the parent's row). Take it
+    // first: an apply of the parent channel holding its row while it waits for the workspace's
+    // global seq (its notice) would otherwise deadlock with this one.
+    if let Some(thread) = &plan.reply_thread_scope_id {
+        sqlx::query(
+            "SELECT p.id FROM scopes t JOIN scopes p ON p.id = t.parent_scope_id \
+             WHERE t.id = $1 FOR KEY SHARE OF p",
+        )
+        .bind(thread.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .db("locking the reply thread's parent scope")?;
+    }
     // Lock in id order so two rewinds touching the same scopes cannot deadlock.
     sqlx::query("SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE")
         .bind(&scopes)

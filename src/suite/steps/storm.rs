@@ -17,6 +17,7 @@ use cucumber::{then, when};
 use rewind_conformance::sut::{Actor, RewindRequest, RewindResponse};
 
 use super::id_list;
+use crate::suite::matrix::{Cell, MatrixKind};
 use crate::suite::world::{Racing, RewindWorld};
 
 /// How long a rewind may take to answer while another rewind is held: generous for a refusal
@@ -224,6 +225,45 @@ fn describe_answers(world: &RewindWorld, scope: &str) -> String {
     answers.join("; ")
 }
 
+/// `When the racing rewinds have settled`: before the harness releases the row locks it holds,
+/// every racing rewind but one per primary scope has answered (the others were refused while
+/// that one waits on a lock, having recorded its operation first), or, for an implementation
+/// that takes the lock before planning, no answer has come for [`SETTLE_QUIET`] because they
+/// all queue for the locks.
+#[when("the racing rewinds have settled")]
+async fn settled(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let scopes: BTreeSet<String> = world
+        .racing
+        .iter()
+        .map(|r| r.request.scope_id.clone())
+        .collect();
+    let bound = ANSWER_BOUND + Duration::from_millis(250) * world.racing.len() as u32;
+    let started = Instant::now();
+    let (mut answered, mut since) = (0, Instant::now());
+    loop {
+        let now = poll_racing(world).await;
+        if now + scopes.len() >= world.racing.len() {
+            return Ok(());
+        }
+        if now != answered {
+            (answered, since) = (now, Instant::now());
+        } else if since.elapsed() > SETTLE_QUIET {
+            return Ok(());
+        }
+        if started.elapsed() > bound {
+            bail!(
+                "the racing rewinds did not settle within {}s ({answered} of {} answered)",
+                bound.as_secs(),
+                world.racing.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How long racing rewinds that all wait for locks stay quiet before they count as settled.
+const SETTLE_QUIET: Duration = Duration::from_secs(5);
+
 /// `When every racing rewind finishes` (the started one too, if there is one).
 #[when("every racing rewind finishes")]
 async fn all_finish(world: &mut RewindWorld) -> anyhow::Result<()> {
@@ -242,7 +282,24 @@ async fn all_finish(world: &mut RewindWorld) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    record_racing_answers(world).await
+    record_racing_answers(world).await?;
+    count_storm(world);
+    Ok(())
+}
+
+/// A scenario tagged `@storm:<shape>` (`@storm:one-scope`) counts in the storm matrix, in the
+/// column of how many rewinds it answered.
+fn count_storm(world: &mut RewindWorld) {
+    let Some(shape) = world.tags.iter().find_map(|t| t.strip_prefix("storm:")) else {
+        return;
+    };
+    let cell = Cell {
+        kind: MatrixKind::Storm,
+        row: shape.replace('-', " "),
+        column: world.answers.len().to_string(),
+    };
+    world.cells.retain(|c| c.kind != MatrixKind::Storm);
+    world.cells.push(cell);
 }
 
 /// Whether the message is a rewound tombstone now, or its scope is archived: a rewind of it
@@ -322,14 +379,16 @@ fn context_catalog_has(message: &str) -> anyhow::Result<bool> {
         .is_some())
 }
 
-/// `Then exactly one racing rewind of scopes "dm-codex" completed, every other refused with
-/// "another rewind is already in progress"` (several messages: `"a" or "b"`). A rewind whose
-/// target was rewound by the winner may also be refused without a section 9 message.
+/// `Then exactly one rewind of scopes "dm-codex" completed, every other refused with "another
+/// rewind is already in progress"` (several messages: `"a" or "b"`), or `Then no rewind of
+/// scopes ... completed, every one refused with ...`. A rewind whose target was rewound by the
+/// winner may also be refused without a section 9 message.
 #[then(
-    regex = r#"^exactly one rewind of scopes "([^"]+)" completed, every other refused with "([^"]+)"(?: or "([^"]+)")?$"#
+    regex = r#"^(exactly one|no) rewinds? of scopes "([^"]+)" completed, every (?:other|one) refused with "([^"]+)"(?: or "([^"]+)")?$"#
 )]
-async fn exactly_one(
+async fn winners(
     world: &mut RewindWorld,
+    how_many: String,
     scopes: String,
     first: String,
     second: String,
@@ -340,13 +399,36 @@ async fn exactly_one(
         .filter(|m| !m.is_empty())
         .collect();
     let (completed, refused) = outcomes_of(world, &scopes, &allowed).await?;
+    let expected = usize::from(how_many == "exactly one");
     ensure!(
-        completed == 1,
-        "{completed} of the {} rewinds of {scopes:?} completed, expected exactly one: they \
+        completed == expected,
+        "{completed} of the {} rewinds of {scopes:?} completed, expected {how_many}: they \
          overlapped, and only one rewind of a scope may be active at a time (spec 7)",
         completed + refused
     );
     nothing_half_applied(world).await
+}
+
+/// `Then exactly one operation of scope "dm-codex" is "repair_required"`.
+#[then(regex = r#"^exactly one operation of scope "([^"]+)" is "([^"]+)"$"#)]
+async fn one_operation_with_status(
+    world: &mut RewindWorld,
+    scope: String,
+    status: String,
+) -> anyhow::Result<()> {
+    let statuses: Vec<String> =
+        sqlx::query_scalar("SELECT status FROM rewind_operations WHERE thread_id = $1")
+            .bind(&scope)
+            .fetch_all(world.pool()?)
+            .await
+            .context("reading rewind_operations")?;
+    let count = statuses.iter().filter(|s| **s == status).count();
+    ensure!(
+        count == 1,
+        "{count} operations of scope `{scope}` are `{status}`, expected exactly one (statuses: \
+         {statuses:?})"
+    );
+    Ok(())
 }
 
 /// `Then the rewinds of scopes "ch-team, th-tail" had one outcome each, as if run one after
