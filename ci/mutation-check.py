@@ -198,11 +198,6 @@ MUTATIONS = [
     ("drift-not-revalidated", APPLY,
      [("if now != primary.message_ids {", "if false && now != primary.message_ids {")],
      "@rule:conc.revalidate-suffix-before-apply"),
-    # The cascaded thread is not re-validated: a thread rewind that applied first is overwritten
-    # by the parent channel's cascade, which archives the thread with its notice still visible.
-    ("cascade-drift-unchecked", APPLY,
-     [("if now != cascade.message_ids {", "if false && now != cascade.message_ids {")],
-     "@rule:conc.revalidate-suffix-before-apply"),
     ("scope-not-locked-before-revalidation", APPLY,
      [("\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE\"", "\"SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id\"")],
      "@rule:conc.revalidate-suffix-before-apply"),
@@ -440,6 +435,8 @@ MUTATIONS = [
        "        None | Some(Value::Null) => return Ok(()),")],
      "@rule:runtime.restore-verify"),
     # Cascade drift, the notice after a failure, the global seq high-water.
+    # Also what lets a parent channel's cascade overwrite a thread rewind that applied first,
+    # archiving the thread with that rewind's notice still visible.
     ("cascade-drift-not-revalidated", APPLY,
      [("        if now != cascade.message_ids {", "        if false && now != cascade.message_ids {")],
      "@rule:conc.revalidate-suffix-before-apply"),
@@ -721,6 +718,28 @@ MUTATIONS = [
      [("        readable()\n    );\n    let last = messages_of(pool, sql, scope).await?;",
        "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n    );\n    let last = messages_of(pool, sql, scope).await?;")],
      "@reads and @rule:surface.stale-reference-no-revival"),
+    # Database faults: the operation must say what happened, and nothing be half-applied.
+    # A database error ends the rewind without recording the failure: `preparing` forever.
+    ("database-error-leaves-preparing", SERVICE,
+     [("            Err(err) => {\n                let message = err.to_string();",
+       "            Err(err @ RewindError::Database { .. }) => Err(err),\n"
+       "            Err(err) => {\n                let message = err.to_string();")],
+     "@rule:conc.diagnosable-failure-status"),
+    # A database error after a runtime was restored is recorded `failed`, as if nothing had.
+    ("database-error-after-restore-recorded-failed", SERVICE,
+     [("                    OperationStatus::RepairRequired,\n                    err.code_for(self.variant),",
+       "                    if matches!(err, RewindError::Database { .. }) {\n"
+       "                        OperationStatus::Failed\n"
+       "                    } else {\n"
+       "                        OperationStatus::RepairRequired\n"
+       "                    },\n                    err.code_for(self.variant),")],
+     "@rule:lifecycle.repair-required"),
+    # The scrub commits on a session of its own: a failure before the tombstones leaves the
+    # projections gone and the messages visible.
+    ("scrub-outside-the-apply-transaction", APPLY,
+     [("    scrub::scrub_suffix_facts(conn, &ids, variant).await?;",
+       "    scrub::scrub_suffix_facts(&mut *pool.acquire().await.db(\"acquiring a connection\")?, &ids, variant).await?;")],
+     "@rule:apply.single-transaction"),
     ("opencode-reverts-to-an-absent-message", OPENCODE,
      [("    if held.iter().all(|id| id.as_str() < message_id) {",
        "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],

@@ -62,7 +62,97 @@ CREATE CONSTRAINT TRIGGER harness_commit_gate AFTER UPDATE ON public.scope_messa
     WHEN (NEW.metadata #>> '{messageRecall,status}' = 'rewound'
           AND OLD.metadata #>> '{messageRecall,status}' IS DISTINCT FROM 'rewound')
     EXECUTE FUNCTION harness.commit_gate();
+CREATE TABLE harness.planted_faults (
+    phase  text PRIMARY KEY,
+    action text NOT NULL CHECK (action IN ('terminate', 'timeout'))
+);
+CREATE SEQUENCE harness.fault_shots;
+CREATE FUNCTION harness.strike(at_phase text) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE planted text;
+BEGIN
+    SELECT action INTO planted FROM harness.planted_faults WHERE phase = at_phase;
+    -- One shot: the sequence counts outside the transaction the fault aborts.
+    IF planted IS NULL OR nextval('harness.fault_shots') > 1 THEN
+        RETURN;
+    END IF;
+    IF planted = 'terminate' THEN
+        PERFORM pg_terminate_backend(pg_backend_pid());
+        PERFORM pg_sleep(30);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'query_canceled',
+        MESSAGE = 'canceling statement due to statement timeout';
+END
+$fn$;
+CREATE FUNCTION harness.strike_row() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM harness.strike(TG_ARGV[0]);
+    RETURN NEW;
+END
+$fn$;
+CREATE FUNCTION harness.strike_after_tombstones() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF EXISTS (SELECT 1 FROM harness.planted_faults WHERE phase = 'apply-after-tombstones')
+       AND EXISTS (SELECT 1 FROM harness_new n JOIN harness_old o ON o.id = n.id
+                   WHERE n.metadata #>> '{messageRecall,status}' = 'rewound'
+                     AND o.metadata #>> '{messageRecall,status}' IS DISTINCT FROM 'rewound') THEN
+        PERFORM harness.strike('apply-after-tombstones');
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER harness_fault_before_tombstones BEFORE UPDATE ON public.scope_messages
+    FOR EACH ROW
+    WHEN (NEW.metadata #>> '{messageRecall,status}' = 'rewound'
+          AND OLD.metadata #>> '{messageRecall,status}' IS DISTINCT FROM 'rewound')
+    EXECUTE FUNCTION harness.strike_row('apply-before-tombstones');
+CREATE TRIGGER harness_fault_after_tombstones AFTER UPDATE ON public.scope_messages
+    REFERENCING OLD TABLE AS harness_old NEW TABLE AS harness_new
+    FOR EACH STATEMENT EXECUTE FUNCTION harness.strike_after_tombstones();
+CREATE CONSTRAINT TRIGGER harness_fault_at_commit AFTER UPDATE ON public.scope_messages
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (NEW.metadata #>> '{messageRecall,status}' = 'rewound'
+          AND OLD.metadata #>> '{messageRecall,status}' IS DISTINCT FROM 'rewound')
+    EXECUTE FUNCTION harness.strike_row('commit');
 "#;
+
+/// The `application_name` of the harness's own sessions on a scenario database, so that a
+/// database fault strikes only the implementation's sessions.
+pub const HARNESS_SESSION: &str = "rewind-conformance harness";
+
+/// A fault the harness's triggers plant in the implementation's database session at a point of
+/// its apply transaction (see [`STATEMENT_LOG_SQL`]): `phase` is `apply-before-tombstones`
+/// (the first tombstone row), `apply-after-tombstones` (after the first statement that
+/// tombstoned) or `commit` (the deferred check at COMMIT); `action` is `terminate` (the backend
+/// is terminated, as `pg_terminate_backend` does) or `timeout` (the statement fails as a
+/// statement time-out does, SQLSTATE 57014). It strikes once.
+pub async fn plant_fault(
+    conn: &mut PgConnection,
+    phase: &str,
+    action: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM harness.planted_faults")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("INSERT INTO harness.planted_faults (phase, action) VALUES ($1, $2)")
+        .bind(phase)
+        .bind(action)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT setval('harness.fault_shots', 1, false)")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Lifts the planted fault; returns whether it struck.
+pub async fn lift_fault(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query("DELETE FROM harness.planted_faults")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar("SELECT is_called FROM harness.fault_shots")
+        .fetch_one(&mut *conn)
+        .await
+}
 
 /// The advisory lock key of the commit gate: a transaction that tombstones a message takes it
 /// (shared) at COMMIT, through a deferred constraint trigger of [`STATEMENT_LOG_SQL`]. While the

@@ -80,6 +80,7 @@ impl ScenarioDatabase {
     /// Opens a small pool on this database.
     pub async fn pool(&self, max_connections: u32) -> Result<PgPool, sqlx::Error> {
         let options: PgConnectOptions = self.url.parse()?;
+        let options = options.application_name(crate::inspect::HARNESS_SESSION);
         PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))

@@ -178,6 +178,8 @@ pub struct RewindWorld {
     /// Rewinds racing in the background (a storm, or a rewind that waits behind another), in
     /// the order they were started.
     pub racing: Vec<Racing>,
+    /// The rewind a database fault struck, and what it answered.
+    pub db_fault: Option<crate::suite::steps::DatabaseFault>,
     /// Every rewind answer of the scenario, in the order the answers were taken.
     pub answers: Vec<(RewindRequest, RewindResponse)>,
 }

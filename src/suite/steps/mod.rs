@@ -5,6 +5,7 @@
 //!
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
+mod db_faults;
 mod delivery;
 mod given;
 mod invariants;
@@ -18,6 +19,8 @@ mod scrub;
 mod storm;
 mod then;
 mod when;
+
+pub use db_faults::DatabaseFault;
 
 /// Splits `"a, b, c"` into ids.
 pub(crate) fn id_list(text: &str) -> Vec<String> {

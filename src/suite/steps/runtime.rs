@@ -103,9 +103,27 @@ fn describe_journal(entries: &[JournalEntry]) -> String {
 
 /// Whether a journal entry is the native restore call of `mock` on `session`.
 fn is_restore_call(mock: MockRuntime, session: &str, entry: &JournalEntry) -> bool {
-    if entry.target.as_deref() != Some(session) {
-        return false;
+    entry.target.as_deref() == Some(session) && is_a_restore(mock, entry)
+}
+
+/// Whether some runtime answered a restore with success in this scenario (a runtime was
+/// restored, whatever happened to the rewind afterwards).
+pub(super) fn some_runtime_restored(world: &RewindWorld) -> anyhow::Result<bool> {
+    let mocks = world.mocks()?;
+    for mock in MockRuntime::ALL {
+        if mocks
+            .journal(mock)?
+            .iter()
+            .any(|e| e.outcome == "ok" && is_a_restore(mock, e))
+        {
+            return Ok(true);
+        }
     }
+    Ok(false)
+}
+
+/// Whether the journaled call is a restore of this runtime (of any thread or session).
+fn is_a_restore(mock: MockRuntime, entry: &JournalEntry) -> bool {
     match mock {
         MockRuntime::Codex => MockRuntime::Codex
             .restore_calls()

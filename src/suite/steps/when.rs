@@ -44,7 +44,7 @@ pub(super) async fn mark_before(world: &mut RewindWorld) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Result<()> {
+pub(super) async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> anyhow::Result<()> {
     // A rewind racing a started one keeps the snapshot taken before the first.
     if world.started.is_none() {
         mark_before(world).await?;
