@@ -108,8 +108,10 @@ impl Applicability {
                 .collect(),
             state_steps: STATE_STEPS.iter().map(|p| re(p)).collect(),
             conversation: re(r#"^the conversation "([^"]+)"$"#),
+            // A rewind step, and the steps that start one while another is held or with a
+            // database fault; the step that starts several at once names their targets.
             rewind: re(
-                r#"^(?:(human|agent) "([^"]+)" (?:starts rewinding|rewinds)(?: scope "([^"]+)")? to before message "([^"]+)"|the system rewinds to before message "([^"]+)")$"#,
+                r#"^(?:(human|agent) "([^"]+)" (?:starts rewinding|rewinds)(?: scope "([^"]+)")? to before message "([^"]+)"(?: while the started rewind .+| with a "[^"]+" fault .+)?|the system rewinds to before message "([^"]+)"|\d+ rewinds by (human) "([^"]+)" to before messages "([^",]+)[^"]*" start at once)$"#,
             ),
             refused_with: re(r#"^the rewind is refused with "([^"]+)"$"#),
             left_out: Mutex::new(Vec::new()),
@@ -282,19 +284,41 @@ impl Applicability {
                 .captures(&s.value)
                 .and_then(|c| self.fixtures.get(&c[1]))
         });
-        let rewind = steps.iter().find_map(|s| self.rewind.captures(&s.value));
-        let (Some(fixture), Some(rewind)) = (fixture, rewind) else {
+        let rewind = steps.iter().find_map(|s| self.plain_rewind(&s.value));
+        let (Some(fixture), Some((_, scope, target))) = (fixture, rewind) else {
             return BTreeSet::new();
         };
-        let target = rewind.get(4).or_else(|| rewind.get(5)).map(|m| m.as_str());
-        let scope = rewind.get(3).map(|m| m.as_str());
-        let Some(target) = target else {
-            return BTreeSet::new();
-        };
-        reached_runtimes(fixture, target, scope)
+        reached_runtimes(fixture, &target, scope.as_deref())
             .into_iter()
             .filter(|r| RUNTIMES.contains(&r.as_str()) && !self.profile.runtimes.contains(r))
             .collect()
+    }
+
+    /// The rewind `step` asks for (the first, when it starts several), as the text of a plain
+    /// rewind step, with its explicit scope and its target.
+    fn plain_rewind(&self, step: &str) -> Option<(String, Option<String>, String)> {
+        let c = self.rewind.captures(step)?;
+        let text = |m: usize| c.get(m).map(|m| m.as_str().to_owned());
+        if let Some(target) = text(5) {
+            return Some((
+                format!("the system rewinds to before message \"{target}\""),
+                None,
+                target,
+            ));
+        }
+        let (kind, who, scope, target) = match text(1) {
+            Some(kind) => (kind, text(2)?, text(3), text(4)?),
+            None => (text(6)?, text(7)?, None, text(8)?.trim().to_owned()),
+        };
+        let explicit = scope
+            .as_ref()
+            .map(|s| format!(" scope \"{s}\""))
+            .unwrap_or_default();
+        Some((
+            format!("{kind} \"{who}\" rewinds{explicit} to before message \"{target}\""),
+            scope,
+            target,
+        ))
     }
 
     /// The scenario, rewritten to check that the rewind is refused as unsupported.
@@ -321,7 +345,10 @@ impl Applicability {
             .filter(|s| self.state_steps.iter().any(|re| re.is_match(&s.value)))
             .cloned()
             .collect();
-        let Some(rewind) = original.iter().find(|s| self.rewind.is_match(&s.value)) else {
+        let Some((rewind, (plain, _, _))) = original
+            .iter()
+            .find_map(|s| self.plain_rewind(&s.value).map(|p| (s, p)))
+        else {
             return Scenario {
                 steps: original,
                 ..scenario
@@ -330,7 +357,7 @@ impl Applicability {
         let mut when = rewind.clone();
         when.ty = StepType::When;
         when.keyword = "When ".to_owned();
-        when.value = when.value.replace(" starts rewinding ", " rewinds ");
+        when.value = plain;
         steps.push(when);
         let then = |value: String| Step {
             keyword: "Then ".to_owned(),
@@ -668,6 +695,45 @@ scopes:
              members: {MEMBERS}\n    messages:\n{}",
             items(messages)
         )
+    }
+
+    #[test]
+    fn racing_storm_and_fault_steps_name_their_rewind_as_a_plain_one() {
+        let applicability = Applicability::new(
+            CapabilityProfile::everything(),
+            Arc::new(BTreeMap::new()),
+            "unsupported".to_owned(),
+        );
+        let plain = |step: &str| applicability.plain_rewind(step).map(|(text, _, _)| text);
+        for (step, expected) in [
+            (
+                r#"human "alice" starts rewinding to before message "codex-3""#,
+                r#"human "alice" rewinds to before message "codex-3""#,
+            ),
+            (
+                r#"human "alice" rewinds to before message "codex-1" while the started rewind is preparing"#,
+                r#"human "alice" rewinds to before message "codex-1""#,
+            ),
+            (
+                r#"human "alice" rewinds to before message "n-4" with a "statement timeout" fault at commit"#,
+                r#"human "alice" rewinds to before message "n-4""#,
+            ),
+            (
+                r#"8 rewinds by human "alice" to before messages "codex-3, codex-1" start at once"#,
+                r#"human "alice" rewinds to before message "codex-3""#,
+            ),
+            (
+                r#"agent "cody" rewinds scope "dm-1" to before message "m-2""#,
+                r#"agent "cody" rewinds scope "dm-1" to before message "m-2""#,
+            ),
+            (
+                r#"the system rewinds to before message "m-2""#,
+                r#"the system rewinds to before message "m-2""#,
+            ),
+        ] {
+            assert_eq!(plain(step).as_deref(), Some(expected), "{step}");
+        }
+        assert_eq!(plain(r#"human "alice" sends "hi" in scope "dm""#), None);
     }
 
     #[test]
