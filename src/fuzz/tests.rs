@@ -4,7 +4,8 @@
 //!
 //! Seeding into PostgreSQL is tested when `REWIND_TEST_DATABASE_URL` names a server (as the
 //! fixture seeding tests are; `REWIND_FUZZ_SEED_CASES` sets how many cases, 120 by default);
-//! without it that test prints a note and passes.
+//! without it that test prints a note and passes. `REWIND_FUZZ_CASES=N` makes the loading test
+//! walk N cases of each of its seeds.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,8 +23,12 @@ const SEEDS: [(u64, u64); 3] = [(1, 120), (0xdead_beef, 100), (u64::MAX, 80)];
 
 #[test]
 fn generated_cases_load_and_hold_together() {
+    // `REWIND_FUZZ_CASES=N` walks N cases of each seed instead (a longer soak).
+    let soak: Option<u64> = std::env::var("REWIND_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok());
     for (seed, count) in SEEDS {
-        for index in 0..count {
+        for index in 0..soak.unwrap_or(count) {
             let (case, _) = case(seed, index);
             let fixture = load(&case);
             check_case(&case, &fixture);

@@ -397,10 +397,16 @@ impl Builder<'_> {
         // A later reply thread: a live thread on a suffix message that is not the last.
         let mut fork_streams = Vec::new();
         if plan.has(Aim::LaterReplyThread) && !thread_target {
-            let mut visible = self.visible_hot(&tline, target_scope);
+            // The suffix only: the target round may start before the target (an agent's or a
+            // system message as the target).
+            let suffix = |b: &Self, tline: &[usize]| {
+                let from = b.order_index_in(tline, target_msg).min(tline.len());
+                b.visible_hot(&tline[from..], target_scope)
+            };
+            let mut visible = suffix(self, &tline);
             if visible.len() < 2 {
                 self.round(target_scope, &quiet(), init, &[], false, &mut tline);
-                visible = self.visible_hot(&tline, target_scope);
+                visible = suffix(self, &tline);
             }
             if visible.len() >= 2 {
                 let choices = &visible[..visible.len() - 1];
