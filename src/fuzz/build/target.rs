@@ -45,6 +45,47 @@ struct Faulty {
     late: bool,
 }
 
+/// The target conversation while it is built, phase by phase.
+struct Layout {
+    plan: Plan,
+    thread_target: bool,
+    cold_target: bool,
+    /// The target is an agent's reply ([`Aim::NotOwnTarget`]).
+    not_own_by_agent: bool,
+    /// The initiator.
+    init: usize,
+    humans: Vec<usize>,
+    /// The humans besides the initiator.
+    others: Vec<usize>,
+    agents: Vec<usize>,
+    /// Agents the suffix reaches: healthy.
+    suffix_agents: Vec<usize>,
+    /// Agents of earlier messages only: anything.
+    earlier_agents: Vec<usize>,
+    main: usize,
+    target_scope: usize,
+    faulty: Vec<Faulty>,
+    late_agent: Option<usize>,
+    /// The main line's messages in order.
+    line: Vec<usize>,
+    /// A thread target's thread, in order.
+    tline: Vec<usize>,
+    streams: Vec<Stream>,
+    /// The threads planted on suffix messages.
+    fork_streams: Vec<Stream>,
+    live_parents: BTreeSet<usize>,
+    target_msg: usize,
+    /// Each reached agent's first input in the suffix.
+    first_touch: Vec<(usize, usize)>,
+    /// Threads on earlier messages.
+    middle: Vec<usize>,
+    /// The last human message before the target round.
+    last_human: Option<usize>,
+    fork_parent: Option<usize>,
+    /// Another human's round goes into the cascaded thread.
+    cascade_variant: bool,
+}
+
 /// A round of the initiator's with no reply and no extra message.
 fn quiet() -> RoundRecipe {
     RoundRecipe {
@@ -57,6 +98,17 @@ fn quiet() -> RoundRecipe {
 impl Builder<'_> {
     /// The target's conversation, built around the target round.
     pub(super) fn target_family(&mut self) -> Vec<usize> {
+        let mut l = self.target_layout();
+        self.history(&mut l);
+        self.target_round(&mut l);
+        self.suffix(&mut l);
+        self.threads(&mut l);
+        self.elsewhere(&mut l);
+        self.finish_target(l)
+    }
+
+    /// The target conversation's plan, scope, humans and agents (the faulty ones included).
+    fn target_layout(&mut self) -> Layout {
         let r = self.r;
         let family = &r.target;
         let mut plan = Plan {
@@ -160,36 +212,65 @@ impl Builder<'_> {
         }
         let late_agent = faulty.iter().find(|f| f.late).map(|f| f.agent);
 
-        let mut line: Vec<usize> = Vec::new();
-        let mut streams: Vec<Stream> = Vec::new();
-        let mut live_parents = BTreeSet::new();
+        Layout {
+            plan,
+            thread_target,
+            cold_target,
+            not_own_by_agent,
+            init,
+            humans,
+            others,
+            agents,
+            suffix_agents,
+            earlier_agents,
+            main,
+            target_scope: main,
+            faulty,
+            late_agent,
+            line: Vec::new(),
+            tline: Vec::new(),
+            streams: Vec::new(),
+            fork_streams: Vec::new(),
+            live_parents: BTreeSet::new(),
+            target_msg: 0,
+            first_touch: Vec::new(),
+            middle: Vec::new(),
+            last_human: None,
+            fork_parent: None,
+            cascade_variant: false,
+        }
+    }
 
+    /// Cold history and the rounds before the target (or before a thread target's fork).
+    fn history(&mut self, l: &mut Layout) {
+        let r = self.r;
+        let family = &r.target;
+        let code = "t";
         // Cold history; a cold target is the initiator's first cold message.
         let mut cold_rounds = family.cold.clone();
-        if cold_target && cold_rounds.is_empty() {
+        if l.cold_target && cold_rounds.is_empty() {
             cold_rounds.push(family.target.clone());
         }
-        let mut target_msg = None;
         for (i, recipe) in cold_rounds.iter().enumerate() {
-            let author = if cold_target && i == 0 {
-                init
+            let author = if l.cold_target && i == 0 {
+                l.init
             } else {
-                humans[usize::from(recipe.author) % humans.len()]
+                l.humans[usize::from(recipe.author) % l.humans.len()]
             };
-            let human = self.round(main, recipe, author, &agents, true, &mut line);
-            if cold_target && i == 0 {
-                target_msg = Some(human);
+            let human = self.round(l.main, recipe, author, &l.agents, true, &mut l.line);
+            if l.cold_target && i == 0 {
+                l.target_msg = human;
             }
         }
 
         // Rounds before the target, an earlier rewind's tombstones among them. A thread target
-        // forks from one of them; the main line goes on meanwhile, with agents the suffix does
+        // forks from one of them; the l.main l.line goes on meanwhile, with l.agents the suffix does
         // not reach.
         let mut prefix_rounds = family.prefix.clone();
-        if thread_target && prefix_rounds.is_empty() {
+        if l.thread_target && prefix_rounds.is_empty() {
             prefix_rounds.push(family.target.clone());
         }
-        let fork_round = if thread_target {
+        let fork_round = if l.thread_target {
             usize::from(family.row_picks[1]) % prefix_rounds.len()
         } else {
             prefix_rounds.len()
@@ -199,133 +280,137 @@ impl Builder<'_> {
             .as_ref()
             .filter(|_| !prefix_rounds.is_empty());
         let tomb_at = tomb.map_or(usize::MAX, |t| usize::from(t.at) % prefix_rounds.len());
-        let mut fork_parent = None;
-        let mut last_human = None;
         let mut i = 0;
         while i < prefix_rounds.len() {
             // The fork round's replies already follow the fork, so they may come after the
-            // target: from it on, only agents the suffix does not reach answer.
+            // target: from it on, only l.agents the suffix does not reach answer.
             let pool = if i >= fork_round {
-                earlier_agents.clone()
+                l.earlier_agents.clone()
             } else {
-                agents.clone()
+                l.agents.clone()
             };
             if let (Some(t), true) = (tomb, i == tomb_at) {
                 let end = (i + usize::from(t.len)).min(prefix_rounds.len());
-                let author = humans[usize::from(prefix_rounds[i].author) % humans.len()];
+                let author = l.humans[usize::from(prefix_rounds[i].author) % l.humans.len()];
                 self.tombstoned_rounds(
                     code,
-                    main,
+                    l.main,
                     &prefix_rounds[i..end],
                     author,
                     &pool,
                     t.cascade,
-                    &mut line,
+                    &mut l.line,
                 );
                 if (i..end).contains(&fork_round) {
                     // The fork round was tombstoned: fork from the rewind's notice.
-                    fork_parent = line.last().copied();
+                    l.fork_parent = l.line.last().copied();
                 }
                 i = end;
                 continue;
             }
-            let author = humans[usize::from(prefix_rounds[i].author) % humans.len()];
-            let human = self.round(main, &prefix_rounds[i], author, &pool, false, &mut line);
+            let author = l.humans[usize::from(prefix_rounds[i].author) % l.humans.len()];
+            let human = self.round(l.main, &prefix_rounds[i], author, &pool, false, &mut l.line);
             if i == fork_round {
-                fork_parent = Some(human);
+                l.fork_parent = Some(human);
             }
             if i <= fork_round {
-                last_human = Some(human);
+                l.last_human = Some(human);
             }
             i += 1;
         }
+    }
 
-        // The target's line: the main line, or a reply thread of it.
-        let mut tline: Vec<usize> = Vec::new();
-        let target_scope = if thread_target {
-            let parent = fork_parent.or(line.last().copied()).unwrap_or_default();
-            live_parents.insert(parent);
+    /// The target's line (the main line, or a reply thread of it) up to the target round.
+    fn target_round(&mut self, l: &mut Layout) {
+        let r = self.r;
+        let family = &r.target;
+        let code = "t";
+        // The target's line: the l.main l.line, or a reply thread of it.
+        l.target_scope = if l.thread_target {
+            let parent = l.fork_parent.or(l.line.last().copied()).unwrap_or_default();
+            l.live_parents.insert(parent);
             let thread = self.add_thread(code, parent, false);
-            self.scopes[thread].humans.insert(init);
-            last_human = None;
+            self.scopes[thread].humans.insert(l.init);
+            l.last_human = None;
             for recipe in &family.thread_prefix {
-                let author = humans[usize::from(recipe.author) % humans.len()];
-                last_human = Some(self.round(thread, recipe, author, &agents, false, &mut tline));
+                let author = l.humans[usize::from(recipe.author) % l.humans.len()];
+                l.last_human =
+                    Some(self.round(thread, recipe, author, &l.agents, false, &mut l.tline));
             }
-            streams.push(Stream {
+            l.streams.push(Stream {
                 msgs: Vec::new(),
                 after: Some(parent),
             });
             thread
         } else {
-            main
+            l.main
         };
-        if late_agent.is_some() && last_human.is_none() {
-            last_human = Some(self.round(target_scope, &quiet(), init, &[], false, &mut tline));
+        if l.late_agent.is_some() && l.last_human.is_none() {
+            l.last_human =
+                Some(self.round(l.target_scope, &quiet(), l.init, &[], false, &mut l.tline));
         }
 
         // The target round.
-        let mut first_touch: Vec<(usize, usize)> = Vec::new();
-        if cold_target {
+        if l.cold_target {
             // The target is cold; everything after it is the suffix.
-        } else if plan.aim == Aim::AlreadyRewound {
+        } else if l.plan.aim == Aim::AlreadyRewound {
             let first = self.tombstoned_rounds(
                 code,
-                target_scope,
+                l.target_scope,
                 std::slice::from_ref(&family.target),
-                init,
-                &suffix_agents,
+                l.init,
+                &l.suffix_agents,
                 false,
-                &mut tline,
+                &mut l.tline,
             );
-            target_msg = Some(first);
+            l.target_msg = first;
         } else {
-            let author = if plan.aim == Aim::NotOwnTarget && !not_own_by_agent {
-                others
-                    .get(usize::from(family.target.author) % others.len().max(1))
+            let author = if l.plan.aim == Aim::NotOwnTarget && !l.not_own_by_agent {
+                l.others
+                    .get(usize::from(family.target.author) % l.others.len().max(1))
                     .copied()
-                    .unwrap_or(init)
+                    .unwrap_or(l.init)
             } else {
-                init
+                l.init
             };
-            let human = self.push(target_scope, Auth::Human(author), false);
-            tline.push(human);
-            target_msg = Some(human);
-            if let (Some(agent), Some(input)) = (late_agent, last_human) {
+            let human = self.push(l.target_scope, Auth::Human(author), false);
+            l.tline.push(human);
+            l.target_msg = human;
+            if let (Some(agent), Some(input)) = (l.late_agent, l.last_human) {
                 self.msgs[input].deliveries.push(Delivery {
                     agent,
                     rp: Rp::Normal,
                     outbox: None,
                 });
-                let answer = self.push(target_scope, Auth::Agent(agent), false);
+                let answer = self.push(l.target_scope, Auth::Agent(agent), false);
                 self.msgs[answer].reply_to = Some(input);
-                tline.push(answer);
+                l.tline.push(answer);
                 self.also.insert(Aim::MissingRecoveryPoint);
             }
             let mut repliers: Vec<usize> = Vec::new();
-            if !suffix_agents.is_empty() {
+            if !l.suffix_agents.is_empty() {
                 for pick in &family.target.replies {
-                    let agent = suffix_agents[usize::from(*pick) % suffix_agents.len()];
+                    let agent = l.suffix_agents[usize::from(*pick) % l.suffix_agents.len()];
                     if !repliers.contains(&agent) {
                         repliers.push(agent);
                     }
                 }
-                if not_own_by_agent && repliers.is_empty() {
-                    repliers.push(suffix_agents[0]);
+                if l.not_own_by_agent && repliers.is_empty() {
+                    repliers.push(l.suffix_agents[0]);
                 }
             }
             for (n, agent) in repliers.into_iter().enumerate() {
                 let answer = self.reply(human, agent, Rp::Normal);
-                tline.push(answer);
-                first_touch.push((agent, human));
-                if not_own_by_agent && n == 0 {
-                    target_msg = Some(answer);
+                l.tline.push(answer);
+                l.first_touch.push((agent, human));
+                if l.not_own_by_agent && n == 0 {
+                    l.target_msg = answer;
                 }
             }
-            let extra = if plan.aim == Aim::SystemTarget {
+            let extra = if l.plan.aim == Aim::SystemTarget {
                 Some(
                     [Auth::System, Auth::Service, Auth::App]
-                        [plan.variant_of(Aim::SystemTarget) % 3],
+                        [l.plan.variant_of(Aim::SystemTarget) % 3],
                 )
             } else {
                 match family.target.extra {
@@ -337,123 +422,138 @@ impl Builder<'_> {
                 }
             };
             if let Some(extra) = extra {
-                let message = self.push(target_scope, extra, false);
+                let message = self.push(l.target_scope, extra, false);
                 if matches!(extra, Auth::Human(_)) {
                     self.msgs[message].life = Life::Recalled;
                     self.features.insert(Feature::Recalled);
                 }
-                tline.push(message);
-                if plan.aim == Aim::SystemTarget {
-                    target_msg = Some(message);
+                l.tline.push(message);
+                if l.plan.aim == Aim::SystemTarget {
+                    l.target_msg = message;
                 }
             }
         }
-        let target_msg = target_msg.unwrap_or_default();
-        self.target = target_msg;
+        self.target = l.target_msg;
+    }
 
-        // The suffix rounds: the initiator's, answered by the suffix agents; another human's
+    /// The suffix rounds, the guards planted among them, and the faulty agents' answers.
+    fn suffix(&mut self, l: &mut Layout) {
+        let r = self.r;
+        let family = &r.target;
+        let code = "t";
+        // The suffix rounds: the initiator's, answered by the suffix l.agents; another human's
         // round, or recalled message, when that guard is planted.
-        let other_later = plan
+        let other_later = l
+            .plan
             .has(Aim::OtherHumanLater)
-            .then(|| plan.variant_of(Aim::OtherHumanLater) % 3)
-            .filter(|_| !others.is_empty());
-        let cascade_variant = other_later == Some(1) && !thread_target;
+            .then(|| l.plan.variant_of(Aim::OtherHumanLater) % 3)
+            .filter(|_| !l.others.is_empty());
+        l.cascade_variant = other_later == Some(1) && !l.thread_target;
         let mut suffix_rounds = family.suffix.clone();
         let mut other_round = None;
-        if other_later == Some(0) || (other_later == Some(1) && thread_target) {
+        if other_later == Some(0) || (other_later == Some(1) && l.thread_target) {
             other_round = Some(suffix_rounds.len() / 2);
             suffix_rounds.insert(suffix_rounds.len() / 2, family.target.clone());
         }
         for (i, recipe) in suffix_rounds.iter().enumerate() {
             let author = if other_round == Some(i) {
                 self.also.insert(Aim::OtherHumanLater);
-                others[usize::from(recipe.author) % others.len()]
+                l.others[usize::from(recipe.author) % l.others.len()]
             } else {
-                init
+                l.init
             };
             let human = self.round(
-                target_scope,
+                l.target_scope,
                 recipe,
                 author,
-                &suffix_agents,
+                &l.suffix_agents,
                 false,
-                &mut tline,
+                &mut l.tline,
             );
             for delivery in &self.msgs[human].deliveries {
-                if !first_touch.iter().any(|(a, _)| *a == delivery.agent) {
-                    first_touch.push((delivery.agent, human));
+                if !l.first_touch.iter().any(|(a, _)| *a == delivery.agent) {
+                    l.first_touch.push((delivery.agent, human));
                 }
             }
         }
         if other_later == Some(2) {
-            let other = others[plan.variant_of(Aim::OtherHumanLater) / 3 % others.len()];
-            let message = self.push(target_scope, Auth::Human(other), false);
+            let other = l.others[l.plan.variant_of(Aim::OtherHumanLater) / 3 % l.others.len()];
+            let message = self.push(l.target_scope, Auth::Human(other), false);
             self.msgs[message].life = Life::Recalled;
             self.features.insert(Feature::Recalled);
-            tline.push(message);
+            l.tline.push(message);
             self.also.insert(Aim::OtherHumanLater);
         }
 
         // A later reply thread: a live thread on a suffix message that is not the last.
-        let mut fork_streams = Vec::new();
-        if plan.has(Aim::LaterReplyThread) && !thread_target {
+        if l.plan.has(Aim::LaterReplyThread) && !l.thread_target {
             // The suffix only: the target round may start before the target (an agent's or a
             // system message as the target).
-            let suffix = |b: &Self, tline: &[usize]| {
-                let from = b.order_index_in(tline, target_msg).min(tline.len());
-                b.visible_hot(&tline[from..], target_scope)
+            let suffix = |b: &Self, list: &[usize]| {
+                let from = b.order_index_in(list, l.target_msg).min(list.len());
+                b.visible_hot(&list[from..], l.target_scope)
             };
-            let mut visible = suffix(self, &tline);
+            let mut visible = suffix(self, &l.tline);
             if visible.len() < 2 {
-                self.round(target_scope, &quiet(), init, &[], false, &mut tline);
-                visible = suffix(self, &tline);
+                self.round(l.target_scope, &quiet(), l.init, &[], false, &mut l.tline);
+                visible = suffix(self, &l.tline);
             }
             if visible.len() >= 2 {
                 let choices = &visible[..visible.len() - 1];
-                let parent = choices[plan.variant_of(Aim::LaterReplyThread) % choices.len()];
-                live_parents.insert(parent);
+                let parent = choices[l.plan.variant_of(Aim::LaterReplyThread) % choices.len()];
+                l.live_parents.insert(parent);
                 let thread = self.add_thread(code, parent, false);
                 let mut msgs = Vec::new();
-                self.round(thread, &quiet(), init, &[], false, &mut msgs);
-                fork_streams.push(Stream {
+                self.round(thread, &quiet(), l.init, &[], false, &mut msgs);
+                l.fork_streams.push(Stream {
                     msgs,
                     after: Some(parent),
                 });
                 self.also.insert(Aim::LaterReplyThread);
             }
         }
-        if !thread_target {
-            line.append(&mut tline);
+        if !l.thread_target {
+            l.line.append(&mut l.tline);
         }
 
-        // Faulty agents answer in the target's line (those meant for the cascade later).
-        for f in faulty.iter().filter(|f| !f.late && !f.in_cascade) {
-            let list = if thread_target { &mut tline } else { &mut line };
-            let input = self.place_reply(list, target_msg, target_scope, f.agent, init);
-            first_touch.push((f.agent, input));
+        // Faulty l.agents answer in the target's l.line (those meant for the cascade later).
+        for f in l.faulty.iter().filter(|f| !f.late && !f.in_cascade) {
+            let list = if l.thread_target {
+                &mut l.tline
+            } else {
+                &mut l.line
+            };
+            let input = self.place_reply(list, l.target_msg, l.target_scope, f.agent, l.init);
+            l.first_touch.push((f.agent, input));
             self.also.insert(f.aim);
         }
+    }
 
-        // Threads on earlier messages (and archived ones on suffix messages), with the agents
+    /// Reply threads on earlier messages, archived ones on suffix messages, and the tail thread.
+    fn threads(&mut self, l: &mut Layout) {
+        let r = self.r;
+        let family = &r.target;
+        let code = "t";
+        // Threads on earlier messages (and archived ones on suffix messages), with the l.agents
         // the suffix does not reach.
-        let earlier: Vec<usize> = if thread_target {
-            self.visible_hot(&line, main)
+        let earlier: Vec<usize> = if l.thread_target {
+            self.visible_hot(&l.line, l.main)
         } else {
-            let before: Vec<usize> = line
+            let before: Vec<usize> = l
+                .line
                 .iter()
                 .copied()
-                .take_while(|&m| m != target_msg)
+                .take_while(|&m| m != l.target_msg)
                 .collect();
-            self.visible_hot(&before, main)
+            self.visible_hot(&before, l.main)
         };
-        let suffix_main: Vec<usize> = if thread_target {
+        let suffix_main: Vec<usize> = if l.thread_target {
             Vec::new()
         } else {
-            let from = self.order_index_in(&line, target_msg);
-            let after = line[from.min(line.len())..].to_vec();
-            self.visible_hot(&after, main)
+            let from = self.order_index_in(&l.line, l.target_msg);
+            let after = l.line[from.min(l.line.len())..].to_vec();
+            self.visible_hot(&after, l.main)
         };
-        let mut middle = Vec::new();
         for thread in &family.threads {
             let on_suffix = usize::from(thread.parent) % 4 == 3 && suffix_main.len() > 1;
             let stream = if on_suffix {
@@ -464,18 +564,18 @@ impl Builder<'_> {
                     code,
                     &choices,
                     &archived,
-                    &humans,
-                    &earlier_agents,
-                    &mut live_parents,
+                    &l.humans,
+                    &l.earlier_agents,
+                    &mut l.live_parents,
                 )
             } else {
                 self.thread_on(
                     code,
                     &earlier,
                     thread,
-                    &humans,
-                    &earlier_agents,
-                    &mut live_parents,
+                    &l.humans,
+                    &l.earlier_agents,
+                    &mut l.live_parents,
                 )
             };
             if let Some(stream) = stream {
@@ -484,35 +584,35 @@ impl Builder<'_> {
                     if !self.scopes[scope].archived {
                         self.features.insert(Feature::MiddleThread);
                     }
-                    middle.push(scope);
+                    l.middle.push(scope);
                 }
-                streams.push(stream);
+                l.streams.push(stream);
             }
         }
 
-        // The tail thread: on a main-line target, the one that cascades (the initiator's, with
-        // the suffix agents) unless archived; on a thread target, one on the main line's last
+        // The tail thread: on a l.main-l.line target, the one that cascades (the initiator's, with
+        // the suffix l.agents) unless archived; on a thread target, one on the l.main l.line's last
         // message.
-        let forced = cascade_variant || faulty.iter().any(|f| f.in_cascade);
+        let forced = l.cascade_variant || l.faulty.iter().any(|f| f.in_cascade);
         let mut cascaded = false;
-        if !thread_target && (family.tail.is_some() || forced) {
+        if !l.thread_target && (family.tail.is_some() || forced) {
             let tail_parent = suffix_main.last().copied();
-            if let Some(parent) = tail_parent.filter(|p| !live_parents.contains(p)) {
+            if let Some(parent) = tail_parent.filter(|p| !l.live_parents.contains(p)) {
                 let recipe = family.tail.clone().unwrap_or(ThreadRecipe {
                     parent: 0,
                     archived: false,
                     rounds: vec![family.target.clone()],
                 });
                 let archived = recipe.archived && !forced;
-                live_parents.insert(parent);
+                l.live_parents.insert(parent);
                 let thread = self.add_thread(code, parent, archived);
                 let mut msgs = Vec::new();
                 if archived {
                     self.rounds(
                         thread,
                         &recipe.rounds,
-                        &humans,
-                        &earlier_agents,
+                        &l.humans,
+                        &l.earlier_agents,
                         false,
                         &mut msgs,
                     );
@@ -520,80 +620,89 @@ impl Builder<'_> {
                     cascaded = true;
                     for round in &recipe.rounds {
                         let human =
-                            self.round(thread, round, init, &suffix_agents, false, &mut msgs);
+                            self.round(thread, round, l.init, &l.suffix_agents, false, &mut msgs);
                         for delivery in &self.msgs[human].deliveries {
-                            if !first_touch.iter().any(|(a, _)| *a == delivery.agent) {
-                                first_touch.push((delivery.agent, human));
+                            if !l.first_touch.iter().any(|(a, _)| *a == delivery.agent) {
+                                l.first_touch.push((delivery.agent, human));
                             }
                         }
                     }
-                    for f in faulty.iter().filter(|f| f.in_cascade) {
+                    for f in l.faulty.iter().filter(|f| f.in_cascade) {
                         let input = msgs[0];
                         let answer = self.reply(input, f.agent, Rp::Normal);
                         msgs.insert(1, answer);
-                        first_touch.push((f.agent, input));
+                        l.first_touch.push((f.agent, input));
                         self.also.insert(f.aim);
                     }
-                    if cascade_variant {
+                    if l.cascade_variant {
                         let other =
-                            others[plan.variant_of(Aim::OtherHumanLater) / 3 % others.len()];
+                            l.others[l.plan.variant_of(Aim::OtherHumanLater) / 3 % l.others.len()];
                         self.round(
                             thread,
                             &recipe.rounds[0],
                             other,
-                            &suffix_agents,
+                            &l.suffix_agents,
                             false,
                             &mut msgs,
                         );
                         self.also.insert(Aim::OtherHumanLater);
                     }
                 }
-                streams.push(Stream {
+                l.streams.push(Stream {
                     msgs,
                     after: Some(parent),
                 });
             }
-        } else if let (Some(tail), true) = (&family.tail, thread_target) {
-            if let Some(&last) = self.visible_hot(&line, main).last() {
+        } else if let (Some(tail), true) = (&family.tail, l.thread_target) {
+            if let Some(&last) = self.visible_hot(&l.line, l.main).last() {
                 if let Some(stream) = self.thread_on(
                     code,
                     &[last],
                     tail,
-                    &humans,
-                    &earlier_agents,
-                    &mut live_parents,
+                    &l.humans,
+                    &l.earlier_agents,
+                    &mut l.live_parents,
                 ) {
-                    streams.push(stream);
+                    l.streams.push(stream);
                 }
             }
         }
         if !cascaded {
-            // No cascade could be made: the agents meant for it answer in the target's line.
-            for f in faulty.iter().filter(|f| f.in_cascade) {
-                let list = if thread_target { &mut tline } else { &mut line };
-                let input = self.place_reply(list, target_msg, target_scope, f.agent, init);
-                first_touch.push((f.agent, input));
+            // No cascade could be made: the l.agents meant for it answer in the target's l.line.
+            for f in l.faulty.iter().filter(|f| f.in_cascade) {
+                let list = if l.thread_target {
+                    &mut l.tline
+                } else {
+                    &mut l.line
+                };
+                let input = self.place_reply(list, l.target_msg, l.target_scope, f.agent, l.init);
+                l.first_touch.push((f.agent, input));
                 self.also.insert(f.aim);
             }
         }
-        for f in faulty
+        for f in l
+            .faulty
             .iter()
             .filter(|f| f.aim == Aim::MissingRecoveryPoint && !f.late)
         {
-            self.plant_rp(f.agent, plan.variant_of(Aim::MissingRecoveryPoint));
+            self.plant_rp(f.agent, l.plan.variant_of(Aim::MissingRecoveryPoint));
         }
+    }
 
-        // Activity elsewhere after a faulty agent's first participation, and (allowed) a
+    /// Activity elsewhere: a faulty agent's after the target, a suffix agent's before it.
+    fn elsewhere(&mut self, l: &mut Layout) {
+        let r = self.r;
+        // Activity elsewhere after a l.faulty agent's first participation, and (allowed) a
         // suffix agent's turn elsewhere before the target.
-        for f in faulty.iter().filter(|f| f.aim == Aim::ActivityElsewhere) {
-            let Some(&(_, anchor)) = first_touch.iter().find(|(a, _)| *a == f.agent) else {
+        for f in l.faulty.iter().filter(|f| f.aim == Aim::ActivityElsewhere) {
+            let Some(&(_, anchor)) = l.first_touch.iter().find(|(a, _)| *a == f.agent) else {
                 continue;
             };
-            let v = plan.variant_of(Aim::ActivityElsewhere);
-            let human = humans[v % humans.len()];
+            let v = l.plan.variant_of(Aim::ActivityElsewhere);
+            let human = l.humans[v % l.humans.len()];
             let msgs = match v % 3 {
-                2 if !middle.is_empty() => {
-                    let thread = middle[v % middle.len()];
+                2 if !l.middle.is_empty() => {
+                    let thread = l.middle[v % l.middle.len()];
                     self.side_turn(thread, human, f.agent, true, None)
                 }
                 1 => {
@@ -616,44 +725,48 @@ impl Builder<'_> {
                 msgs,
             });
         }
-        let healthy: Vec<usize> = first_touch
+        let healthy: Vec<usize> = l
+            .first_touch
             .iter()
             .map(|(agent, _)| *agent)
-            .filter(|agent| suffix_agents.contains(agent))
+            .filter(|agent| l.suffix_agents.contains(agent))
             .collect();
         if r.early_elsewhere && !healthy.is_empty() {
             let agent = healthy[usize::from(r.early_pick) % healthy.len()];
-            let human = humans[usize::from(r.early_pick) % humans.len()];
+            let human = l.humans[usize::from(r.early_pick) % l.humans.len()];
             let side = self.side_scope();
             let msgs = self.side_turn(side, human, agent, true, None);
             self.inserts.push(Insert {
-                anchor: target_msg,
+                anchor: l.target_msg,
                 before: true,
                 msgs,
             });
             self.features.insert(Feature::EarlierActivityElsewhere);
         }
+    }
 
+    /// The initiator, and the conversation's messages merged into one order.
+    fn finish_target(&mut self, mut l: Layout) -> Vec<usize> {
         // The initiator.
-        self.actor = match plan.aim {
+        self.actor = match l.plan.aim {
             Aim::SystemInitiator => Actor::System,
-            Aim::AgentInitiator if !agents.is_empty() => {
-                let agent = agents[plan.variant_of(Aim::AgentInitiator) % agents.len()];
+            Aim::AgentInitiator if !l.agents.is_empty() => {
+                let agent = l.agents[l.plan.variant_of(Aim::AgentInitiator) % l.agents.len()];
                 Actor::Agent(self.agents[agent].id.clone())
             }
-            _ => Actor::Human(self.humans[init].0.clone()),
+            _ => Actor::Human(self.humans[l.init].0.clone()),
         };
-        if thread_target {
-            streams[0].msgs = tline;
+        if l.thread_target {
+            l.streams[0].msgs = l.tline;
         }
-        self.also.remove(&plan.aim);
+        self.also.remove(&l.plan.aim);
         let mut all = vec![Stream {
-            msgs: line,
+            msgs: l.line,
             after: None,
         }];
-        all.extend(streams);
-        all.extend(fork_streams);
-        self.merge_family(main, all)
+        all.extend(l.streams);
+        all.extend(l.fork_streams);
+        self.merge_family(l.main, all)
     }
 
     /// The position of `m` in `list` (its length when absent).
