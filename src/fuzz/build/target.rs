@@ -376,17 +376,6 @@ impl Builder<'_> {
             let human = self.push(l.target_scope, Auth::Human(author), false);
             l.tline.push(human);
             l.target_msg = human;
-            if let (Some(agent), Some(input)) = (l.late_agent, l.last_human) {
-                self.msgs[input].deliveries.push(Delivery {
-                    agent,
-                    rp: Rp::Normal,
-                    outbox: None,
-                });
-                let answer = self.push(l.target_scope, Auth::Agent(agent), false);
-                self.msgs[answer].reply_to = Some(input);
-                l.tline.push(answer);
-                self.also.insert(Aim::MissingRecoveryPoint);
-            }
             let mut repliers: Vec<usize> = Vec::new();
             if !l.suffix_agents.is_empty() {
                 for pick in &family.target.replies {
@@ -431,6 +420,19 @@ impl Builder<'_> {
                 if l.plan.aim == Aim::SystemTarget {
                     l.target_msg = message;
                 }
+            }
+            // A late answer comes right after the target, whatever the target round holds.
+            if let (Some(agent), Some(input)) = (l.late_agent, l.last_human) {
+                self.msgs[input].deliveries.push(Delivery {
+                    agent,
+                    rp: Rp::Normal,
+                    outbox: None,
+                });
+                let answer = self.push(l.target_scope, Auth::Agent(agent), false);
+                self.msgs[answer].reply_to = Some(input);
+                let at = self.order_index_in(&l.tline, l.target_msg) + 1;
+                l.tline.insert(at.min(l.tline.len()), answer);
+                self.also.insert(Aim::MissingRecoveryPoint);
             }
         }
         self.target = l.target_msg;
