@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod expectations;
 pub mod fixtures;
+pub mod fuzz;
 pub mod input_file;
 pub mod inspect;
 pub mod leak_scan;

@@ -315,6 +315,39 @@ pub struct SessionView {
 }
 
 impl MockRuntimes {
+    /// Seeds `fixture`'s runtime sessions into throwaway runtime homes and starts nothing: the
+    /// check [`MockRuntimes::start`] makes of them (every entry a session of its agent's
+    /// runtime, naming messages of the fixture, with ids the runtime accepts), without the
+    /// mock programs. For fixtures made elsewhere, such as generated ones.
+    pub fn check_sessions(fixture: &Fixture) -> Result<(), MockError> {
+        let root = tempfile::Builder::new()
+            .prefix(&format!("rewind-mock-check-{}-", std::process::id()))
+            .tempdir()
+            .map_err(io("creating the mock check directory"))?;
+        crate::leftovers::claim(root.path()).map_err(io("claiming the mock check directory"))?;
+        let mut mocks = MockRuntimes {
+            root,
+            codex_program: PathBuf::new(),
+            claude_program: PathBuf::new(),
+            opencode_program: PathBuf::new(),
+            opencode: None,
+            sessions: BTreeMap::new(),
+            seeded: BTreeMap::new(),
+            codex_version: None,
+            witness: None,
+        };
+        for dir in [
+            mocks.home(MockRuntime::Codex),
+            mocks.home(MockRuntime::Claude),
+            mocks.home(MockRuntime::OpenCode),
+            mocks.claude_cwd(),
+            mocks.opencode_cwd(),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        }
+        mocks.seed(fixture)
+    }
+
     /// Seeds the fixture's runtime sessions into fresh runtime homes and starts an OpenCode
     /// server when an agent of the fixture runs on OpenCode or builtin. The OpenCode server
     /// runs in the context-only configuration (`"snapshot": false`).
