@@ -1,6 +1,6 @@
 //! The oracle: an independent model of the Rewind spec (`rewind.md`, read with the ambiguity
-//! register `features/ambiguities.yaml`). This first part reads database snapshots as the spec
-//! schema ([`State`]).
+//! register `features/ambiguities.yaml`) that predicts, from the database state before a rewind
+//! and the request, every outcome the spec allows ([`predict`]).
 //!
 //! Everything here is a pure function over [`DbSnapshot`](crate::inspect::DbSnapshot)s read as
 //! [`State`]s: no database access, no async. It shares no code with the reference
@@ -9,15 +9,24 @@
 
 #![warn(missing_docs)]
 
+mod agents;
 mod error;
+mod guards;
+mod predict;
 pub mod readings;
 pub mod spec;
 mod state;
 
 #[cfg(test)]
 mod testkit;
+#[cfg(test)]
+mod tests;
 
 pub use error::OracleError;
+pub use predict::{
+    predict, Alternative, CascadeBoundary, Deployment, Effect, Outcome, Prediction,
+    PrimaryBoundary, Refusal, RefusalTexts, ThreadParent,
+};
 pub use readings::{Readings, ORACLE_AMBIGUITIES};
 pub use state::{
     ActivityEvent, Agent, Author, Lifecycle, Membership, Message, Operation, Outbox, RecoveryPoint,

@@ -136,6 +136,14 @@ impl Seed {
         )
     }
 
+    pub fn thread(&mut self, id: &str, parent_scope: &str, parent_message: &str) -> &mut Self {
+        self.scope(id, "reply_thread");
+        self.edit("scopes", id, |r| {
+            r.insert("parent_scope_id".into(), json!(parent_scope));
+            r.insert("parent_message_id".into(), json!(parent_message));
+        })
+    }
+
     /// Appends a message: `author` is a human id, `@agent`, `system`, `service` or `app`. Its
     /// content is `said <id> CANARY-<id>`.
     pub fn say(&mut self, scope: &str, id: &str, author: &str) -> &mut Self {
@@ -326,6 +334,14 @@ impl Seed {
         self.edit(table, key, |r| {
             r.insert(column.to_owned(), value);
         })
+    }
+
+    /// Removes the rows of `table` that `keep` rejects.
+    pub fn retain(&mut self, table: &str, keep: impl Fn(&Map<String, Value>) -> bool) -> &mut Self {
+        if let Some(rows) = self.tables.get_mut(table) {
+            rows.retain(|r| keep(r));
+        }
+        self
     }
 
     pub fn find(&self, table: &str, key: &str) -> Option<&Map<String, Value>> {
