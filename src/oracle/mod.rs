@@ -1,6 +1,7 @@
 //! The oracle: an independent model of the Rewind spec (`rewind.md`, read with the ambiguity
 //! register `features/ambiguities.yaml`) that predicts, from the database state before a rewind
-//! and the request, every outcome the spec allows ([`predict`]).
+//! and the request, every outcome the spec allows ([`predict`]), and judges what an
+//! implementation did ([`judge`]).
 //!
 //! Everything here is a pure function over [`DbSnapshot`](crate::inspect::DbSnapshot)s read as
 //! [`State`]s: no database access, no async. It shares no code with the reference
@@ -12,10 +13,12 @@
 mod agents;
 mod error;
 mod guards;
+mod judge;
 mod predict;
 pub mod readings;
 pub mod spec;
 mod state;
+mod text;
 
 #[cfg(test)]
 mod testkit;
@@ -23,6 +26,7 @@ mod testkit;
 mod tests;
 
 pub use error::OracleError;
+pub use judge::{judge, Discrepancy, Judgement, Place};
 pub use predict::{
     predict, Alternative, CascadeBoundary, Deployment, Effect, Outcome, Prediction,
     PrimaryBoundary, Refusal, RefusalTexts, ThreadParent,
@@ -32,3 +36,4 @@ pub use state::{
     ActivityEvent, Agent, Author, Lifecycle, Membership, Message, Operation, Outbox, RecoveryPoint,
     Row, Scope, State, Table, SPEC_TABLES,
 };
+pub use text::SuffixText;

@@ -1,13 +1,17 @@
-//! Test support: [`Seed`], a builder of spec-table snapshots by hand.
+//! Test support: [`Seed`], a builder of spec-table snapshots by hand, and [`apply`], a plain
+//! application of an [`Effect`] to a seed that makes the after-state of a correct rewind (which
+//! the tests then break in the ways wrong implementations do).
 
 use std::collections::BTreeMap;
 
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Map, Value};
 
+use super::predict::Effect;
 use super::spec;
 use super::state::{State, SPEC_TABLES};
 use crate::inspect::DbSnapshot;
+use rewind_driver_protocol::RewindResponse;
 
 /// The workspace every seed lives in.
 pub const WS: &str = "ws";
@@ -301,6 +305,17 @@ impl Seed {
         )
     }
 
+    /// A source: `message` cites `cited`.
+    pub fn source(&mut self, message: &str, cited: &str) -> &mut Self {
+        let scope = self.scope_of(message);
+        self.insert(
+            "scope_message_sources",
+            json!({"id": format!("src-{message}-{cited}"), "scope_id": scope, "message_id": message,
+                   "source_message_id": cited, "snippet": format!("CANARY-{cited}"),
+                   "created_at": at(0)}),
+        )
+    }
+
     pub fn insert(&mut self, table: &str, row: Value) -> &mut Self {
         self.tables
             .entry(table.to_owned())
@@ -472,4 +487,279 @@ fn row_key(row: &Map<String, Value>, columns: &[&str]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" / ")
+}
+
+/// The readings a correct implementation built by [`apply`] takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Choices {
+    /// `rewoundAt` beside `messageRecall` instead of inside.
+    pub rewound_at_beside: bool,
+    /// The notice moves the primary scope's sync-dirty frontiers to its seq.
+    pub notice_dirty: bool,
+    /// Failed fanout rows of the suffix are suppressed too.
+    pub suppress_failed: bool,
+    /// Stream events of the suffix are deleted instead of losing their content keys.
+    pub delete_stream_events: bool,
+    /// Index rows of the suffix are deleted instead of dropping their last message.
+    pub delete_index_rows: bool,
+    /// The notice counts as a reply in the parent's summary.
+    pub notice_is_reply: bool,
+    /// The answer lists the rewound ids.
+    pub answer_lists_ids: bool,
+}
+
+/// The time a rewind happens at in tests: after every seeded message.
+pub const REWIND_AT: &str = "2026-06-28T00:00:00+00:00";
+
+/// What a correct implementation leaves after completing `effect` as operation `op`, and its
+/// answer.
+pub fn apply(before: &Seed, effect: &Effect, op: &str, choices: Choices) -> (Seed, RewindResponse) {
+    let mut s = before.clone();
+    let ids = effect.rewound_ids();
+    let rewound = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .is_some_and(|id| ids.iter().any(|i| i == id))
+    };
+    for table in [
+        "scope_share_cards",
+        "scope_message_reactions",
+        "scope_message_pins",
+        "scope_message_top_notices",
+        "scope_message_search_docs",
+        "attachments",
+        "message_recovery_points",
+    ] {
+        s.retain(table, |r| !rewound(r.get("message_id")));
+    }
+    s.retain("scope_message_sources", |r| {
+        !rewound(r.get("message_id")) && !rewound(r.get("source_message_id"))
+    });
+    for row in s
+        .tables
+        .get_mut("scope_activity_events")
+        .into_iter()
+        .flatten()
+    {
+        if rewound(row.get("message_id")) && row.get("status") == Some(&json!("pending")) {
+            row.insert("status".into(), json!("suppressed"));
+        }
+    }
+    for row in s
+        .tables
+        .get_mut("scope_fanout_outbox")
+        .into_iter()
+        .flatten()
+    {
+        let status = row
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let suppress = matches!(status.as_str(), "pending" | "leased")
+            || (status == "failed" && choices.suppress_failed);
+        if rewound(row.get("message_id")) && suppress {
+            row.insert("status".into(), json!("suppressed"));
+        }
+    }
+    if choices.delete_stream_events {
+        s.retain("im_stream_events", |r| !rewound(r.get("message_id")));
+    } else {
+        for row in s.tables.get_mut("im_stream_events").into_iter().flatten() {
+            if rewound(row.get("message_id")) {
+                if let Some(Value::Object(payload)) = row.get_mut("payload_json") {
+                    payload.retain(|k, _| {
+                        !spec::CONTENT_BEARING_KEYS.contains(&k.to_ascii_lowercase().as_str())
+                    });
+                }
+            }
+        }
+    }
+    if choices.delete_index_rows {
+        s.retain("im_conversation_index", |r| {
+            !rewound(r.get("last_message_id"))
+        });
+    } else {
+        for row in s
+            .tables
+            .get_mut("im_conversation_index")
+            .into_iter()
+            .flatten()
+        {
+            if rewound(row.get("last_message_id")) {
+                row.insert("last_message_id".into(), Value::Null);
+                if let Some(Value::Object(p)) = row.get_mut("projection_json") {
+                    p.remove("lastMessage");
+                }
+                row.insert("updated_at".into(), json!(REWIND_AT));
+            }
+        }
+    }
+    let metadata = if choices.rewound_at_beside {
+        json!({"messageRecall": {"status": "rewound"}, "rewoundAt": "2026-06-28T00:00:00Z"})
+    } else {
+        json!({"messageRecall": {"status": "rewound", "rewoundAt": "2026-06-28T00:00:00Z"}})
+    };
+    for id in &ids {
+        s.set("scope_messages", id, "content", json!(""));
+        s.set("scope_messages", id, "metadata", metadata.clone());
+    }
+    for cascade in &effect.cascades {
+        s.set("scopes", &cascade.scope_id, "archived_at", json!(REWIND_AT));
+        s.set(
+            "scope_messages",
+            &cascade.parent_message_id,
+            "reply_count",
+            json!(0),
+        );
+        s.set(
+            "scope_messages",
+            &cascade.parent_message_id,
+            "last_reply_at",
+            Value::Null,
+        );
+    }
+    let mut tails = BTreeMap::new();
+    for scope in effect.tombstone_scopes() {
+        let tail = s
+            .rows("scope_messages")
+            .filter(|m| m.get("scope_id") == Some(&json!(scope)))
+            .filter(|m| {
+                m.get("metadata")
+                    .and_then(|v| v.get("messageRecall"))
+                    .is_none()
+                    || m["metadata"]["messageRecall"]["status"] != json!("rewound")
+            })
+            .fold((0, 0), |(a, b), m| {
+                (
+                    a.max(m["seq"].as_i64().unwrap_or(0)),
+                    b.max(m["global_seq"].as_i64().unwrap_or(0)),
+                )
+            });
+        tails.insert(scope, tail);
+    }
+    for row in s.tables.get_mut("scope_memberships").into_iter().flatten() {
+        let scope = row
+            .get("scope_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some((seq, gseq)) = tails.get(&scope) {
+            for (column, tail) in [
+                ("last_read_seq", seq),
+                ("last_read_global_seq", gseq),
+                ("owner_context_dismissed_through_global_seq", gseq),
+            ] {
+                let old = row.get(column).and_then(Value::as_i64).unwrap_or(0);
+                row.insert(column.into(), json!(old.min(*tail)));
+            }
+        }
+    }
+    let primary = effect.primary.scope_id.clone();
+    let notice_seq = s
+        .find("scopes", &primary)
+        .and_then(|r| r["latest_seq"].as_i64())
+        .unwrap_or(0)
+        + 1;
+    let notice_global = s
+        .find("workspaces", WS)
+        .and_then(|r| r["latest_global_seq"].as_i64())
+        .unwrap_or(0)
+        + 1;
+    for table in ["scope_sync_dirty", "member_scope_sync_dirty"] {
+        for row in s.tables.get_mut(table).into_iter().flatten() {
+            let scope = row
+                .get("scope_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if let Some((seq, _)) = tails.get(&scope) {
+                let old = row
+                    .get("latest_message_seq")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let new = if choices.notice_dirty && scope == primary {
+                    notice_seq
+                } else {
+                    old.min(*seq)
+                };
+                row.insert("latest_message_seq".into(), json!(new));
+                row.insert("updated_at".into(), json!(REWIND_AT));
+            }
+        }
+    }
+    let notice_id = format!("notice-{op}");
+    s.insert(
+        "scope_messages",
+        json!({"id": notice_id, "workspace_id": WS, "scope_id": primary,
+        "seq": notice_seq, "global_seq": notice_global, "author_kind": "system",
+        "author_user_id": null, "author_agent_id": null,
+        "content": format!("{} rewound the conversation", effect.initiator_user_id),
+        "metadata": {}, "client_message_id": spec::notice_client_id(op), "storage_tier": "hot",
+        "reply_count": 0, "last_reply_at": null, "created_at": REWIND_AT}),
+    );
+    s.set("workspaces", WS, "latest_global_seq", json!(notice_global));
+    for scope in effect.tombstone_scopes() {
+        let visible: Vec<Map<String, Value>> = s
+            .rows("scope_messages")
+            .filter(|m| m.get("scope_id") == Some(&json!(scope)))
+            .filter(|m| m["metadata"]["messageRecall"]["status"] != json!("rewound"))
+            .cloned()
+            .collect();
+        let last = visible
+            .iter()
+            .filter_map(|m| m["created_at"].as_str().map(str::to_owned))
+            .max();
+        s.edit("scopes", &scope, |r| {
+            r.insert("visible_message_count".into(), json!(visible.len()));
+            r.insert("latest_message_at".into(), json!(last));
+            r.insert("visible_last_message_at".into(), json!(last));
+            if scope == primary {
+                r.insert("latest_seq".into(), json!(notice_seq));
+                r.insert("latest_global_seq".into(), json!(notice_global));
+            }
+        });
+    }
+    if let Some(parent) = &effect.thread_parent {
+        let replies: Vec<Map<String, Value>> = s
+            .rows("scope_messages")
+            .filter(|m| m.get("scope_id") == Some(&json!(primary)))
+            .filter(|m| m["metadata"]["messageRecall"]["status"] != json!("rewound"))
+            .filter(|m| choices.notice_is_reply || m["id"] != json!(notice_id))
+            .cloned()
+            .collect();
+        let last = replies
+            .iter()
+            .filter_map(|m| m["created_at"].as_str().map(str::to_owned))
+            .max();
+        s.set(
+            "scope_messages",
+            &parent.message_id,
+            "reply_count",
+            json!(replies.len()),
+        );
+        s.set(
+            "scope_messages",
+            &parent.message_id,
+            "last_reply_at",
+            json!(last),
+        );
+    }
+    s.insert(
+        "rewind_operations",
+        json!({"id": op, "workspace_id": WS, "thread_id": primary,
+        "target_message_id": effect.primary.target_message_id,
+        "initiator_user_id": effect.initiator_user_id, "status": "completed", "plan": {},
+        "rewound_message_ids": ids, "error_code": null, "error_message": null,
+        "created_at": REWIND_AT, "updated_at": REWIND_AT, "completed_at": REWIND_AT}),
+    );
+    let answer = RewindResponse::Completed {
+        operation_id: op.to_owned(),
+        status: "completed".to_owned(),
+        rewound_message_ids: if choices.answer_lists_ids {
+            ids.clone()
+        } else {
+            Vec::new()
+        },
+    };
+    (s, answer)
 }

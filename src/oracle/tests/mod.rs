@@ -2,15 +2,16 @@
 //! reading, [`judgements`] of a correct rewind and of typical wrong ones (each must be caught),
 //! and the [`consistency`] checks.
 
+mod judgements;
 mod predictions;
 
 pub(super) use std::collections::BTreeSet;
 
-pub(super) use rewind_driver_protocol::{Actor, RewindRequest};
+pub(super) use rewind_driver_protocol::{Actor, RewindRequest, RewindResponse};
 pub(super) use serde_json::{json, Value};
 
 pub(super) use super::spec::*;
-pub(super) use super::testkit::{at, Seed};
+pub(super) use super::testkit::{apply, at, Choices, Seed, REWIND_AT};
 pub(super) use super::*;
 
 pub(super) fn request(actor: Actor, scope: &str, target: &str) -> RewindRequest {
@@ -74,6 +75,46 @@ pub(super) fn the_effect(p: &Prediction) -> Effect {
     all[0].clone()
 }
 
+pub(super) fn check(
+    before: &Seed,
+    after: &Seed,
+    answer: &RewindResponse,
+    p: &Prediction,
+) -> Judgement {
+    judge(&before.state(), &after.state(), answer, p)
+}
+
+pub(super) fn assert_ok(j: &Judgement) {
+    assert!(j.is_ok(), "{j}");
+}
+
+/// The judgement must be wrong and name `fragment` in one discrepancy.
+pub(super) fn assert_caught(j: &Judgement, fragment: &str) {
+    assert!(!j.is_ok(), "a wrong implementation passed: {j}");
+    assert!(
+        j.discrepancies()
+            .iter()
+            .any(|d| d.to_string().contains(fragment)),
+        "no discrepancy names {fragment:?}:\n{j}"
+    );
+}
+
+pub(super) fn refused(message: &str) -> RewindResponse {
+    RewindResponse::Refused {
+        code: "x".into(),
+        message: message.into(),
+        operation_id: None,
+    }
+}
+
+/// The DM rewound correctly at `m-3`: its seed, prediction, after-state and answer.
+pub(super) fn dm_rewound(choices: Choices) -> (Seed, Prediction, Seed, RewindResponse) {
+    let seed = Seed::dm();
+    let p = rewind(&seed, "alice", "m-3");
+    let (after, answer) = apply(&seed, &the_effect(&p), "op-1", choices);
+    (seed, p, after, answer)
+}
+
 /// A channel of alice's: `c-1`..`c-3`, then a thread `th` on `fork` (`t-1` alice, `t-2`
 /// `author`).
 pub(super) fn channel_with_thread(fork: &str, author: &str) -> Seed {
@@ -97,4 +138,25 @@ pub(super) fn channel_with_thread(fork: &str, author: &str) -> Seed {
     seed.projections("t-2");
     seed.derive();
     seed
+}
+
+pub(super) fn membership_key(seed: &Seed, member: &str) -> String {
+    seed.rows("scope_memberships")
+        .find(|r| {
+            r.get("user_id") == Some(&json!(member)) || r.get("agent_id") == Some(&json!(member))
+        })
+        .and_then(|r| r.get("id"))
+        .map(|v| v.to_string())
+        .expect("a membership")
+}
+
+pub(super) fn outbox_key(seed: &Seed, message: &str, recipient: &str) -> String {
+    seed.rows("scope_fanout_outbox")
+        .find(|r| {
+            r.get("message_id") == Some(&json!(message))
+                && r.get("recipient_id") == Some(&json!(recipient))
+        })
+        .and_then(|r| r.get("id"))
+        .map(|v| v.to_string())
+        .expect("an outbox row")
 }
