@@ -1,7 +1,8 @@
 //! The oracle: an independent model of the Rewind spec (`rewind.md`, read with the ambiguity
 //! register `features/ambiguities.yaml`) that predicts, from the database state before a rewind
-//! and the request, every outcome the spec allows ([`predict`]), and judges what an
-//! implementation did ([`judge`]).
+//! and the request, every outcome the spec allows ([`predict`]), judges what an implementation
+//! did ([`judge`]), and checks the invariants any sequence of rewinds and sends must keep
+//! ([`consistency`]).
 //!
 //! Everything here is a pure function over [`DbSnapshot`](crate::inspect::DbSnapshot)s read as
 //! [`State`]s: no database access, no async. It shares no code with the reference
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod agents;
+mod consistency;
 mod error;
 mod guards;
 mod judge;
@@ -25,6 +27,7 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+pub use consistency::{consistency, Violation};
 pub use error::OracleError;
 pub use judge::{judge, Discrepancy, Judgement, Place};
 pub use predict::{

@@ -11,6 +11,7 @@ mod report;
 mod transcript;
 
 pub use report::{Discrepancy, Judgement, Place};
+pub(crate) use transcript::tombstone_reading;
 
 use rewind_driver_protocol::RewindResponse;
 

@@ -2,6 +2,7 @@
 //! reading, [`judgements`] of a correct rewind and of typical wrong ones (each must be caught),
 //! and the [`consistency`] checks.
 
+mod consistency;
 mod judgements;
 mod predictions;
 
@@ -159,4 +160,13 @@ pub(super) fn outbox_key(seed: &Seed, message: &str, recipient: &str) -> String 
         .and_then(|r| r.get("id"))
         .map(|v| v.to_string())
         .expect("an outbox row")
+}
+
+/// The consistency violations of `after`, from the DM's start, must name `fragment`.
+pub(super) fn assert_inconsistent(start: &Seed, after: &Seed, fragment: &str) {
+    let found = consistency(&after.state(), Some(&start.state()));
+    assert!(
+        found.iter().any(|v| v.to_string().contains(fragment)),
+        "no violation names {fragment:?}: {found:#?}"
+    );
 }
