@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod leak_scan;
 pub mod leftovers;
 pub mod mocks;
+pub mod oracle;
 pub mod postgres;
 pub mod profile;
 pub mod sut;
