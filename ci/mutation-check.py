@@ -40,6 +40,7 @@ SURFACES = "reference-impl/src/surfaces.rs"
 GC = "reference-impl/src/gc.rs"
 ERROR = "reference-impl/src/error.rs"
 DELIVERY = "reference-impl/src/delivery.rs"
+DRIVER = "reference-impl/src/driver.rs"
 
 # The readable gate left out, for the read-surface breakages: `ungated_message` reads one message
 # of a scope whatever its lifecycle (a surface's own query is ungated in place).
@@ -740,6 +741,14 @@ MUTATIONS = [
      [("    scrub::scrub_suffix_facts(conn, &ids, variant).await?;",
        "    scrub::scrub_suffix_facts(&mut *pool.acquire().await.db(\"acquiring a connection\")?, &ids, variant).await?;")],
      "@rule:apply.single-transaction"),
+    # Bad input over the contract: a NUL character reaches the database (a 500), and a live
+    # send to an unknown scope or by an unknown author fails inside instead of being rejected.
+    ("nul-reaches-the-database", DRIVER,
+     [("    if find(&value, &mut path) {", "    if false && find(&value, &mut path) {")],
+     "@rule:scope.normalize-before-use"),
+    ("send-unchecked", DRIVER,
+     [("        self.check_author_and_scope(&message.actor, &message.scope_id)\n            .await?;\n", "")],
+     "@rule:scope.normalize-before-use"),
     ("opencode-reverts-to-an-absent-message", OPENCODE,
      [("    if held.iter().all(|id| id.as_str() < message_id) {",
        "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],

@@ -50,7 +50,7 @@ const EXIT_PROTOCOL: u8 = 4;
 
 /// How a command ended, when it ran to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Passed,
     Failed,
     ProtocolViolation,
@@ -79,6 +79,9 @@ enum Command {
     /// Print the step library's reference (Markdown, generated from the step definitions;
     /// the committed copy is `docs/STEPS.md`).
     Steps,
+    /// Generate conversations, rewind each once and judge every outcome with the spec model;
+    /// shrink and save each failing case as a fixture and a scenario `run` re-runs.
+    Fuzz(Box<crate::fuzzing::FuzzArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -156,11 +159,11 @@ fn parse_sut(text: &str) -> Result<SutTarget, String> {
     ))
 }
 
-#[derive(Debug, clap::Args)]
-struct Paths {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Paths {
     /// A `*.feature` file, or a directory of them.
     #[arg(long, default_value = "features")]
-    features: PathBuf,
+    pub(crate) features: PathBuf,
     /// The rule catalog.
     #[arg(long, default_value = "features/rules.yaml")]
     catalog: PathBuf,
@@ -179,13 +182,13 @@ struct Paths {
     leak_allow: PathBuf,
 }
 
-#[derive(Debug, clap::Args)]
-struct RunArgs {
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RunArgs {
     #[command(flatten)]
-    paths: Paths,
+    pub(crate) paths: Paths,
     /// Directory of YAML fixtures.
     #[arg(long, default_value = "fixtures")]
-    fixtures: PathBuf,
+    pub(crate) fixtures: PathBuf,
     /// Use the PostgreSQL server at this URL (each run creates and drops its own databases).
     #[arg(long, env = "REWIND_DATABASE_URL")]
     database_url: Option<String>,
@@ -319,6 +322,10 @@ pub fn main() -> ExitCode {
         },
         Command::Run(args) => match tokio::runtime::Runtime::new() {
             Ok(runtime) => runtime.block_on(run(*args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
+        Command::Fuzz(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(crate::fuzzing::fuzz(*args)),
             Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
         },
     };
@@ -1171,7 +1178,7 @@ fn print_kept(kept: &[(String, String)], server: &[String]) {
     }
 }
 
-struct RunStats {
+pub(crate) struct RunStats {
     isolation: Vec<(Duration, Duration)>,
     faults: FaultMatrix,
     /// The storm and database fault matrices that scenarios contributed to.
@@ -1189,12 +1196,67 @@ struct RunStats {
     scans: Vec<Duration>,
 }
 
-async fn run_on_server(
+/// What a suite run reads besides its features and fixtures: the rule catalog, the ambiguity
+/// register and the leak scan's allow-list.
+pub(crate) type SuiteInputs = (Catalog, Register, rewind_conformance::leak_scan::AllowList);
+
+/// What [`prepare`] readies for runs that bring their own features and fixtures.
+pub(crate) struct Prepared {
+    /// The implementation, after its handshake.
+    pub(crate) sut: Arc<dyn SystemUnderTest>,
+    /// Its capability profile.
+    pub(crate) profile: CapabilityProfile,
+    /// The catalog, register and allow-list.
+    pub(crate) inputs: SuiteInputs,
+}
+
+/// Readies runs of generated features: checks the usage and the input files (before
+/// PostgreSQL starts), reaps what killed runs left, shakes hands with the implementation and
+/// provisions PostgreSQL. The caller shuts the server down.
+pub(crate) async fn prepare(args: &RunArgs) -> anyhow::Result<(Prepared, PostgresServer)> {
+    let choice = postgres_choice(args)?;
+    install_signal_handlers(&choice);
+    let catalog = Catalog::load(&args.paths.catalog)?;
+    let register = Register::load(&args.paths.ambiguities)?;
+    let rule_ids: std::collections::BTreeSet<String> =
+        catalog.rules().iter().map(|r| r.id.clone()).collect();
+    let leak_allow =
+        rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
+    let profile = match &args.profile {
+        Some(path) => CapabilityProfile::load(path)?,
+        None => CapabilityProfile::compiled(),
+    };
+    profile.check_error_codes(&catalog)?;
+    let reaped = rewind_conformance::postgres::reap_leftovers();
+    if !reaped.dirs.is_empty() {
+        eprintln!(
+            "removed {} directories that killed runs left",
+            reaped.dirs.len()
+        );
+    }
+    let sut = connect_sut(
+        &args.sut,
+        &profile,
+        Duration::from_secs(args.request_timeout),
+    )
+    .await?;
+    let server = PostgresServer::provision(&choice).await?;
+    Ok((
+        Prepared {
+            sut,
+            profile,
+            inputs: (catalog, register, leak_allow),
+        },
+        server,
+    ))
+}
+
+pub(crate) async fn run_on_server(
     args: &RunArgs,
     server: &PostgresServer,
     sut: Arc<dyn SystemUnderTest>,
     profile: CapabilityProfile,
-    (catalog, register, leak_allow): (Catalog, Register, rewind_conformance::leak_scan::AllowList),
+    (catalog, register, leak_allow): SuiteInputs,
     fixtures: std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
     (only, expected): (
         Option<std::collections::HashSet<crate::suite::shard::Key>>,

@@ -1,6 +1,7 @@
 //! The `rewind-conformance` command: see `rewind-conformance --help`.
 
 mod cli;
+mod fuzzing;
 mod reports;
 mod results;
 mod smoke;

@@ -34,6 +34,48 @@ fn failure(code: &str, message: impl std::fmt::Display) -> DriverFailure {
     wire::DriverError::new(code, message.to_string())
 }
 
+/// Refuses a request any of whose strings holds a NUL character, naming where: no id or text
+/// of the spec schema can hold one (PostgreSQL's `text` and `jsonb` refuse it), so it is bad
+/// input, not something to send to the database.
+fn refuse_nul(request: &impl serde::Serialize) -> Result<(), DriverFailure> {
+    fn find(value: &serde_json::Value, path: &mut String) -> bool {
+        match value {
+            serde_json::Value::String(s) => s.contains('\0'),
+            serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = find(item, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            serde_json::Value::Object(fields) => fields.iter().any(|(key, item)| {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                let found = find(item, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let value = serde_json::to_value(request).unwrap_or_default();
+    let mut path = String::new();
+    if find(&value, &mut path) {
+        return Err(failure(
+            "bad_request",
+            format!("`{path}` holds a NUL character, which no id or text can hold"),
+        ));
+    }
+    Ok(())
+}
+
 impl ReferenceDriver {
     /// The implementation's name and version, as the handshake reports them (the alternative
     /// variant calls itself `reference-alternative`, so reports tell the runs apart).
@@ -126,6 +168,7 @@ impl Session {
         &self,
         request: &wire::RewindRequest,
     ) -> Result<wire::RewindResponse, DriverFailure> {
+        refuse_nul(request)?;
         let command = RewindCommand {
             actor: actor(&request.actor),
             scope_id: request.scope_id.clone(),
@@ -153,6 +196,7 @@ impl Session {
         &self,
         message: &wire::SendMessage,
     ) -> Result<wire::SentMessage, DriverFailure> {
+        refuse_nul(message)?;
         let author = match &message.actor {
             wire::Actor::Human(id) => Author::Human(id.clone()),
             wire::Actor::Agent(id) => Author::Agent(id.clone()),
@@ -172,6 +216,8 @@ impl Session {
             metadata,
             fanout: true,
         };
+        self.check_author_and_scope(&message.actor, &message.scope_id)
+            .await?;
         match self.rewinder.post_message(&new).await {
             Ok(Some(posted)) => Ok(wire::SentMessage {
                 message_id: posted.id,
@@ -182,6 +228,51 @@ impl Session {
         }
     }
 
+    /// A live message needs a scope to go to and an author that exists: anything else is a
+    /// `bad_request`, answered before anything is written.
+    async fn check_author_and_scope(
+        &self,
+        actor: &wire::Actor,
+        scope_id: &str,
+    ) -> Result<(), DriverFailure> {
+        let (author_table, author) = match actor {
+            wire::Actor::Human(id) => ("users", Some(id.as_str())),
+            wire::Actor::Agent(id) => ("agents", Some(id.as_str())),
+            wire::Actor::System => ("users", None),
+        };
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM scopes WHERE id = $1), \
+                    $2::text IS NULL OR EXISTS (SELECT 1 FROM {author_table} WHERE id = $2)"
+        );
+        let (scope, author_known): (bool, bool) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(scope_id)
+            .bind(author)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| failure("internal", format!("checking the message's scope: {e}")))?;
+        if !scope {
+            return Err(failure(
+                "bad_request",
+                format!("no scope `{scope_id}` to send to"),
+            ));
+        }
+        if !author_known {
+            return Err(failure(
+                "bad_request",
+                format!(
+                    "no {} `{}` to write the message",
+                    if author_table == "users" {
+                        "human"
+                    } else {
+                        "agent"
+                    },
+                    author.unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Delivers a message to the agent runtimes it reaches, as the daemon would, and waits
     /// for every delivery. A runtime failure is a `failed` delivery of the report; an unknown
     /// message is a `bad_request`.
@@ -189,6 +280,7 @@ impl Session {
         &self,
         request: &wire::DeliverRequest,
     ) -> Result<wire::DeliveryReport, DriverFailure> {
+        refuse_nul(request)?;
         match self.rewinder.deliver(&request.message_id).await {
             Ok(deliveries) => Ok(wire::DeliveryReport {
                 deliveries: deliveries
@@ -216,6 +308,7 @@ impl Session {
         &self,
         request: &wire::PruneRequest,
     ) -> Result<wire::PrunedPoints, DriverFailure> {
+        refuse_nul(request)?;
         let pruned = crate::gc::prune_recovery_points(
             &self.pool,
             &crate::gc::PrunePolicy::Agent(request.agent_id.clone()),
@@ -233,6 +326,7 @@ impl Session {
         scope_id: &str,
         user_id: &str,
     ) -> Result<wire::ReadStateAnswer, DriverFailure> {
+        refuse_nul(&serde_json::json!({ "scopeId": scope_id, "userId": user_id }))?;
         let state = crate::reads::read_state(&self.pool, scope_id, user_id)
             .await
             .map_err(|e| failure("internal", e))?;
@@ -250,6 +344,7 @@ impl Session {
         &self,
         request: &wire::SyncRequest,
     ) -> Result<wire::SyncPage, DriverFailure> {
+        refuse_nul(request)?;
         let member = crate::reads::is_member(&self.pool, &request.scope_id, &request.user_id)
             .await
             .map_err(|e| failure("internal", e))?;
@@ -289,6 +384,7 @@ impl Session {
         &self,
         request: &wire::ReadRequest,
     ) -> Result<wire::ReadAnswer, DriverFailure> {
+        refuse_nul(request)?;
         crate::surfaces::read(&self.pool, request)
             .await
             .map_err(|e| failure("internal", e))

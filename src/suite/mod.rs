@@ -10,7 +10,7 @@ pub mod matrix;
 pub mod readings;
 pub mod selection;
 pub mod shard;
-mod steps;
+pub(crate) mod steps;
 mod violations;
 pub mod world;
 
@@ -41,9 +41,15 @@ pub struct QuietStdout;
 /// short is noise from then on, so [`QuietStdout`] drops it.
 pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Set while a run prints no scenario (the fuzzer's runs of generated cases): the report and
+/// the summary say what failed.
+pub static SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl std::io::Write for QuietStdout {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+            || SILENT.load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Ok(buf.len());
         }
         quiet(std::io::stdout().write(buf))

@@ -1,7 +1,7 @@
 //! [`RewindWorld`]: the state of one scenario, and [`RunContext`], what all scenarios share.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
@@ -83,18 +83,20 @@ impl RunContext {
     }
 }
 
-static CONTEXT: OnceLock<Arc<RunContext>> = OnceLock::new();
+static CONTEXT: RwLock<Option<Arc<RunContext>>> = RwLock::new(None);
 
-/// Installs the run's context; a second call is ignored (one run per process).
+/// Installs the context of the run about to start (runs of one process follow each other: the
+/// fuzzer runs its generated cases, then each shrunk case, each on a template of its own).
 pub fn install(context: Arc<RunContext>) {
-    let _ = CONTEXT.set(context);
+    *CONTEXT.write().unwrap_or_else(|p| p.into_inner()) = Some(context);
 }
 
 /// The run's context.
 pub fn context() -> anyhow::Result<Arc<RunContext>> {
     CONTEXT
-        .get()
-        .cloned()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
         .ok_or_else(|| anyhow!("the run context is not installed"))
 }
 
@@ -178,6 +180,8 @@ pub struct RewindWorld {
     /// Rewinds racing in the background (a storm, or a rewind that waits behind another), in
     /// the order they were started.
     pub racing: Vec<Racing>,
+    /// The bad requests a scenario sent: the request, how many variants, what went wrong.
+    pub bad_input: Option<(String, usize, Vec<String>)>,
     /// The rewind a database fault struck, and what it answered.
     pub db_fault: Option<crate::suite::steps::DatabaseFault>,
     /// Every rewind answer of the scenario, in the order the answers were taken.

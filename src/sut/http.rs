@@ -6,7 +6,7 @@
 //! not answer (refused, closed, or slower than the request time-out) is a
 //! [`SutError::Transport`] failure naming the call. A well-formed driver error (4xx/5xx with a
 //! `DriverError` body) means the implementation failed outside the contract:
-//! [`SutError::Internal`].
+//! [`SutError::Internal`] (a 5xx), or a rejected request ([`SutError::Rejected`], a 4xx).
 
 use std::time::Duration;
 
@@ -188,13 +188,18 @@ impl Answer {
             return self.violation(format!("status {status} is not an answer of this endpoint"));
         }
         match self.body::<wire::DriverError>("DriverError") {
-            Ok(error) => SutError::Internal {
-                sut: sut.to_owned(),
-                detail: format!(
+            Ok(error) => {
+                let detail = format!(
                     "`{}` answered {status}: {} (code `{}`)",
                     self.call, error.error.message, error.error.code
-                ),
-            },
+                );
+                let sut = sut.to_owned();
+                if status.is_client_error() {
+                    SutError::Rejected { sut, detail }
+                } else {
+                    SutError::Internal { sut, detail }
+                }
+            }
             Err(SutError::Protocol { detail, body, call }) => SutError::Protocol {
                 detail: format!("a {status} answer must carry a `DriverError` body; {detail}"),
                 body,

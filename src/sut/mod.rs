@@ -33,6 +33,15 @@ pub enum SutError {
         /// What went wrong.
         detail: String,
     },
+    /// The implementation rejected the request as bad input: a clear `DriverError` of the
+    /// client-error kind (`400 bad_request` and its kin), not a failure of its own.
+    #[error("`{sut}` rejected the request: {detail}")]
+    Rejected {
+        /// The implementation's name.
+        sut: String,
+        /// The call, the status where there is one, the message and the code.
+        detail: String,
+    },
     /// The implementation failed in a way the contract does not allow (not a spec refusal).
     #[error("`{sut}` failed outside the contract: {detail}")]
     Internal {

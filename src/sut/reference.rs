@@ -106,10 +106,14 @@ struct ReferenceApi {
     session: Session,
 }
 
+/// A driver error as its HTTP status would classify it: `bad_request` is a rejected request
+/// (400 over HTTP), anything else a failure (5xx).
 fn internal(error: DriverError) -> SutError {
-    SutError::Internal {
-        sut: NAME.to_owned(),
-        detail: format!("{} ({})", error.error.message, error.error.code),
+    let sut = NAME.to_owned();
+    let detail = format!("{} ({})", error.error.message, error.error.code);
+    match error.error.code.as_str() {
+        "bad_request" => SutError::Rejected { sut, detail },
+        _ => SutError::Internal { sut, detail },
     }
 }
 

@@ -25,6 +25,19 @@ def session(sid):
         return SESSIONS[sid]
 
 
+def refuse_nul(value, path=""):
+    """No id or text can hold a NUL character (PostgreSQL's text refuses it): a request that
+    carries one anywhere is a `bad_request`, answered before the database sees it."""
+    if isinstance(value, str) and "\0" in value:
+        raise DriverError(400, "bad_request", f"`{path or 'the request'}` holds a NUL character")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            refuse_nul(item, f"{path}.{key}" if path else key)
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            refuse_nul(item, f"{path}[{i}]")
+
+
 def need(body, *names):
     """The named fields of a JSON object, or a `bad_request` naming the first one missing."""
     for name in names:
@@ -96,6 +109,7 @@ class Handler(BaseHTTPRequestHandler):
                 arg = {k: v[0] for k, v in parse_qs(url.query).items()}
             else:
                 arg = json.loads(raw or b"{}")
+            refuse_nul(arg)
             return handler(arg, *match.groups())
         except DriverError as e:
             return e.status, {"error": {"code": e.code, "message": e.message}}

@@ -582,6 +582,10 @@ def read_state(session: Session, scope_id: str, user_id: str) -> dict | None:
     return {"lastReadSeq": cursor, "visibleTailSeq": tail, "unreadCount": unread}
 
 
+# A page never holds more than this, whatever `limit` asks (it must fit a bigint plus one).
+MAX_PAGE = 10_000
+
+
 def sync_messages(session: Session, user_id: str, scope_id: str, after_seq: int,
                   limit: int) -> dict:
     """Message sync: visible messages after a seq. Never a tombstone page (§8): rewound rows are
@@ -595,7 +599,7 @@ def sync_messages(session: Session, user_id: str, scope_id: str, after_seq: int,
         rows = _all(conn, f"""
             SELECT m.id, m.seq, m.content FROM scope_messages m
             WHERE m.scope_id = %s AND m.seq > %s AND {NOT_REWOUND}
-            ORDER BY m.seq LIMIT %s""", scope_id, after_seq, limit + 1)
+            ORDER BY m.seq LIMIT %s""", scope_id, after_seq, min(limit, MAX_PAGE) + 1)
     return {"messages": rows[:limit], "hasMore": len(rows) > limit}
 
 

@@ -5,11 +5,13 @@
 //!
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
+mod bad_input;
 mod db_faults;
 mod delivery;
 mod given;
 mod invariants;
 mod lifecycle;
+mod oracle;
 mod race;
 mod read_surfaces;
 mod reads;
@@ -21,6 +23,7 @@ mod then;
 mod when;
 
 pub use db_faults::DatabaseFault;
+pub use oracle::ORACLE_STEP;
 
 /// Splits `"a, b, c"` into ids.
 pub(crate) fn id_list(text: &str) -> Vec<String> {

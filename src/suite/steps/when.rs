@@ -167,6 +167,21 @@ async fn rewinds_scope_to_before(
     rewind(world, request).await
 }
 
+/// `When the system rewinds scope "dm-1" to before message "msg-3"`: an explicit scope.
+#[when(expr = "the system rewinds scope {string} to before message {string}")]
+async fn system_rewinds_scope(
+    world: &mut RewindWorld,
+    scope_id: String,
+    message: String,
+) -> anyhow::Result<()> {
+    let request = RewindRequest {
+        actor: Actor::System,
+        scope_id,
+        target_message_id: world.resolve(&message),
+    };
+    rewind(world, request).await
+}
+
 /// `When the system rewinds to before message "msg-3"`.
 #[when(expr = "the system rewinds to before message {string}")]
 async fn system_rewinds(world: &mut RewindWorld, message: String) -> anyhow::Result<()> {

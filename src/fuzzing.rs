@@ -1,0 +1,409 @@
+//! `rewind-conformance fuzz`: generated conversations, each rewound once and judged by the spec
+//! model.
+//!
+//! Case `i` of seed `S` ([`rewind_conformance::fuzz::case`]) is written as an ordinary fixture
+//! (`<out>/seed-<S>/fixtures/gen-g<S>-<i>.yaml`) and an ordinary scenario of
+//! `<out>/seed-<S>/cases.feature` that ends with `Then the outcome is what the spec model
+//! predicts`. They run as any suite does (the same PostgreSQL choices, the same implementation
+//! in process or over the driver protocol, the leak scan after every completed rewind), so a
+//! failing case is re-run with `cargo run -- run --features <dir>/cases.feature --fixtures
+//! <dir>/fixtures --name 'case <i> of'`. Each failing case is then shrunk (proptest's value
+//! tree, every step again a valid case) while it keeps failing, and its smallest form is saved
+//! under `<out>/seed-<S>/failures/case-<i>/` with the command that re-runs it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use proptest::strategy::ValueTree as _;
+use rewind_conformance::fuzz::{case_with, CaseTree, GenConfig, GeneratedCase};
+use rewind_conformance::postgres::PostgresServer;
+use rewind_conformance::sut::{Actor, SystemUnderTest};
+
+use crate::cli::{Outcome, RunArgs};
+use crate::suite::{SuiteReport, Verdict};
+
+/// `rewind-conformance fuzz` options.
+#[derive(Debug, clap::Args)]
+pub struct FuzzArgs {
+    /// How many cases to generate and run.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub cases: u64,
+    /// The run's seed (decimal or `0x` hex); the same seed gives the same cases. Default: a new
+    /// one, printed.
+    #[arg(long, value_parser = parse_seed)]
+    pub seed: Option<u64>,
+    /// The first case's index (`--first 28 --cases 1` runs case 28 alone).
+    #[arg(long, default_value_t = 0)]
+    pub first: u64,
+    /// Where the cases and the shrunk failures are written (`<out>/seed-<S>/`).
+    #[arg(long, default_value = "target/fuzz")]
+    pub out: PathBuf,
+    /// How many runs shrinking one failing case may take.
+    #[arg(long, default_value_t = 60)]
+    pub shrink_runs: u32,
+    /// How many failing cases are shrunk (the others are reported as they failed).
+    #[arg(long, default_value_t = 3)]
+    pub shrink_cases: usize,
+    /// Options of `run` that apply to the generated suite (`--sut`, `--database-url`,
+    /// `--postgres`, `--profile`, `--concurrency`, `--request-timeout`, ...).
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a seed (a whole number, decimal or `0x` hex)"))
+}
+
+/// The directory of one seed's cases.
+fn seed_dir(out: &Path, seed: u64) -> PathBuf {
+    out.join(format!("seed-{seed:x}"))
+}
+
+/// The name a case's scenario carries (its prefix identifies the case).
+fn scenario_name(case: &GeneratedCase) -> String {
+    format!(
+        "case {} of seed {:#x}: {}",
+        case.index, case.seed, case.shape
+    )
+}
+
+/// The case index a scenario name carries.
+fn case_index(name: &str) -> Option<u64> {
+    name.strip_prefix("case ")?.split(' ').next()?.parse().ok()
+}
+
+/// The Gherkin scenario of one case.
+fn scenario(case: &GeneratedCase) -> String {
+    let r = &case.request;
+    let when = match &r.actor {
+        Actor::Human(id) => format!(
+            "human \"{id}\" rewinds scope \"{}\" to before message \"{}\"",
+            r.scope_id, r.target_message_id
+        ),
+        Actor::Agent(id) => format!(
+            "agent \"{id}\" rewinds scope \"{}\" to before message \"{}\"",
+            r.scope_id, r.target_message_id
+        ),
+        Actor::System => format!(
+            "the system rewinds scope \"{}\" to before message \"{}\"",
+            r.scope_id, r.target_message_id
+        ),
+    };
+    format!(
+        "  @generated\n  Scenario: {}\n    Given the conversation \"{}\"\n    When {when}\n    \
+         Then {}\n\n",
+        scenario_name(case),
+        case.name,
+        crate::suite::steps::ORACLE_STEP
+    )
+}
+
+/// Writes `cases` as a fixture directory and one feature file under `dir`; returns the
+/// feature file.
+fn write_cases(dir: &Path, seed: u64, cases: &[GeneratedCase]) -> anyhow::Result<PathBuf> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("clearing `{}`", dir.display()))?;
+    }
+    let fixtures = dir.join("fixtures");
+    std::fs::create_dir_all(&fixtures)
+        .with_context(|| format!("creating `{}`", fixtures.display()))?;
+    let mut feature = format!(
+        "# Generated by `rewind-conformance fuzz --seed {seed:#x}`: each case is a fixture of \
+         ./fixtures,\n# rewound once and judged by the spec model.\n\
+         Feature: generated conversations, seed {seed:#x}\n\n"
+    );
+    for case in cases {
+        let path = fixtures.join(format!("{}.yaml", case.name));
+        std::fs::write(&path, &case.yaml)
+            .with_context(|| format!("writing `{}`", path.display()))?;
+        feature.push_str(&scenario(case));
+    }
+    let path = dir.join("cases.feature");
+    std::fs::write(&path, feature).with_context(|| format!("writing `{}`", path.display()))?;
+    Ok(path)
+}
+
+/// The `run` arguments for the cases under `dir`, from the fuzz command's own.
+fn run_args_for(args: &RunArgs, dir: &Path, feature: &Path) -> RunArgs {
+    let mut run = args.clone();
+    run.paths.features = feature.to_path_buf();
+    run.fixtures = dir.join("fixtures");
+    run
+}
+
+/// The failures of a report: case index to the failure text.
+fn failures(report: &SuiteReport) -> BTreeMap<u64, String> {
+    report
+        .record
+        .features
+        .values()
+        .flat_map(|f| &f.scenarios)
+        .filter(|s| matches!(s.verdict, Verdict::Failed | Verdict::ProtocolViolation))
+        .filter_map(|s| {
+            Some((
+                case_index(&s.name)?,
+                s.failure.clone().unwrap_or_else(|| "failed".to_owned()),
+            ))
+        })
+        .collect()
+}
+
+/// Runs `cases` on `server`; returns the report's failures.
+async fn run_cases(
+    env: &Env,
+    dir: &Path,
+    cases: &[GeneratedCase],
+) -> anyhow::Result<(SuiteReport, BTreeMap<u64, String>)> {
+    let feature = write_cases(dir, env.seed, cases)?;
+    let args = run_args_for(&env.args, dir, &feature);
+    let fixtures = rewind_conformance::fixtures::load_fixture_dir(&args.fixtures)
+        .with_context(|| format!("loading the generated fixtures of `{}`", dir.display()))?;
+    let (report, _) = crate::cli::run_on_server(
+        &args,
+        &env.server,
+        Arc::clone(&env.sut),
+        env.profile.clone(),
+        env.inputs.clone(),
+        fixtures,
+        (None, cases.len()),
+    )
+    .await?;
+    let failed = failures(&report);
+    Ok((report, failed))
+}
+
+/// What every run of a fuzz session shares.
+struct Env {
+    seed: u64,
+    out: PathBuf,
+    args: RunArgs,
+    server: PostgresServer,
+    sut: Arc<dyn SystemUnderTest>,
+    profile: rewind_conformance::profile::CapabilityProfile,
+    inputs: crate::cli::SuiteInputs,
+}
+
+/// Shrinks failing case `index`: walks its value tree towards simpler cases while they still
+/// fail. Returns the smallest failing case, its failure and how many runs it took.
+async fn shrink(
+    env: &Env,
+    config: &GenConfig,
+    index: u64,
+    failure: String,
+    budget: u32,
+) -> anyhow::Result<(GeneratedCase, String, u32)> {
+    let (case, mut tree): (GeneratedCase, CaseTree) = case_with(config, env.seed, index);
+    let mut smallest = (case, failure);
+    let dir = seed_dir(&env.out, env.seed).join(format!("shrink/case-{index}"));
+    let mut runs = 0;
+    let mut more = tree.simplify();
+    while more && runs < budget {
+        let candidate = tree.current();
+        runs += 1;
+        let (_, failed) = run_cases(env, &dir, std::slice::from_ref(&candidate)).await?;
+        match failed.into_values().next() {
+            Some(failure) => {
+                smallest = (candidate, failure);
+                more = tree.simplify();
+            }
+            None => more = tree.complicate(),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((smallest.0, smallest.1, runs))
+}
+
+/// Saves a (shrunk) failing case where `run` re-runs it; returns the command.
+fn save_failure(dir: &Path, case: &GeneratedCase, failure: &str) -> anyhow::Result<String> {
+    let dir = dir.join(format!("failures/case-{}", case.index));
+    let feature = write_cases(&dir, case.seed, std::slice::from_ref(case))?;
+    std::fs::write(dir.join("failure.txt"), failure)
+        .with_context(|| format!("writing `{}`", dir.join("failure.txt").display()))?;
+    Ok(format!(
+        "cargo run -- run --features {} --fixtures {}",
+        feature.display(),
+        dir.join("fixtures").display()
+    ))
+}
+
+/// The shape histogram of `cases`, as lines.
+fn histogram(cases: &[GeneratedCase]) -> Vec<String> {
+    let mut by: BTreeMap<&str, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut count = |field: &'static str, value: String| {
+        *by.entry(field).or_default().entry(value).or_default() += 1;
+    };
+    let mut distinct = std::collections::BTreeSet::new();
+    for case in cases {
+        let shape = &case.shape;
+        // A shape: where the target is, how long its suffix, whether a thread cascades, what
+        // the case aims at and which runtimes it reaches.
+        distinct.insert(format!(
+            "{} {} {} {} {:?}",
+            shape.target_scope.name(),
+            shape.suffix_len.name(),
+            shape.cascade,
+            shape.aim,
+            shape.runtimes
+        ));
+        count("target scope", shape.target_scope.name().to_owned());
+        count("suffix length", shape.suffix_len.name().to_owned());
+        count("cascade", shape.cascade.to_string());
+        count("aim", shape.aim.to_string());
+        for aim in &shape.also {
+            count("also aimed at", aim.name().to_owned());
+        }
+        if shape.runtimes.is_empty() {
+            count("runtimes reached", "none".to_owned());
+        }
+        for runtime in &shape.runtimes {
+            count("runtimes reached", runtime.clone());
+        }
+        for feature in &shape.features {
+            count("features", feature.name().to_owned());
+        }
+    }
+    let mut lines = vec![format!(
+        "{} distinct shapes in {} cases",
+        distinct.len(),
+        cases.len()
+    )];
+    for (field, values) in by {
+        let mut values: Vec<(String, usize)> = values.into_iter().collect();
+        values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let text: Vec<String> = values.iter().map(|(v, n)| format!("{v} {n}")).collect();
+        lines.push(format!("{field}: {}", text.join(", ")));
+    }
+    lines
+}
+
+/// Runs the fuzz command.
+pub async fn fuzz(args: FuzzArgs) -> anyhow::Result<Outcome> {
+    let seed = args.seed.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (now.as_nanos() as u64) ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    let config = GenConfig::default();
+    let started = Instant::now();
+    let cases: Vec<GeneratedCase> = (args.first..args.first.saturating_add(args.cases))
+        .map(|i| case_with(&config, seed, i).0)
+        .collect();
+    let generated = started.elapsed();
+    let (prepared, server) = crate::cli::prepare(&args.run).await?;
+    let env = Env {
+        seed,
+        out: args.out.clone(),
+        args: args.run.clone(),
+        server,
+        sut: prepared.sut,
+        profile: prepared.profile,
+        inputs: prepared.inputs,
+    };
+    let dir = seed_dir(&args.out, seed);
+    println!(
+        "fuzz: seed {seed:#x}, cases {}..{} ({} generated in {} ms), written to {}",
+        args.first,
+        args.first + args.cases,
+        cases.len(),
+        generated.as_millis(),
+        dir.display()
+    );
+    crate::suite::SILENT.store(true, std::sync::atomic::Ordering::SeqCst);
+    let ran = Instant::now();
+    let outcome = run_cases(&env, &dir, &cases).await;
+    let run_time = ran.elapsed();
+    let mut shrunk = Vec::new();
+    let mut shrink_time = Duration::ZERO;
+    if let Ok((_, failed)) = &outcome {
+        let shrink_started = Instant::now();
+        for (index, failure) in failed.iter().take(args.shrink_cases) {
+            let result = shrink(&env, &config, *index, failure.clone(), args.shrink_runs).await;
+            shrunk.push((*index, result));
+        }
+        shrink_time = shrink_started.elapsed();
+    }
+    crate::suite::SILENT.store(false, std::sync::atomic::Ordering::SeqCst);
+    env.server.shutdown().await;
+    let (report, failed) = outcome?;
+    let counts = report.counts();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nfuzz of `{}`: {} cases, {} passed, {} failed ({} with protocol violations) in {:.1} s \
+         ({:.0} ms a case), seed {seed:#x}",
+        env.sut.name(),
+        cases.len(),
+        counts.passed,
+        counts.failed + counts.violations,
+        counts.violations,
+        run_time.as_secs_f64(),
+        run_time.as_secs_f64() * 1000.0 / cases.len().max(1) as f64
+    );
+    for line in histogram(&cases) {
+        let _ = writeln!(out, "  {line}");
+    }
+    for (index, failure) in &failed {
+        let first = failure.lines().next().unwrap_or_default();
+        let _ = writeln!(out, "  FAILED case {index}: {first}");
+    }
+    for (index, result) in shrunk {
+        match result {
+            Ok((case, failure, runs)) => {
+                let command = save_failure(&dir, &case, &failure)?;
+                let _ = writeln!(
+                    out,
+                    "  case {index} shrunk in {runs} runs to {} messages (shrink path `{}`): {}\n    \
+                     re-run: {command}\n    the failure, in full, is in {}",
+                    case.shape.messages,
+                    case.model.shrink_path,
+                    failure.lines().next().unwrap_or_default(),
+                    dir.join(format!("failures/case-{index}/failure.txt")).display()
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  case {index} could not be shrunk: {e:#}");
+            }
+        }
+    }
+    if !failed.is_empty() {
+        let _ = writeln!(out, "  shrinking took {:.1} s", shrink_time.as_secs_f64());
+    }
+    print!("{out}");
+    Ok(if counts.violations > 0 {
+        Outcome::ProtocolViolation
+    } else if report.fails() {
+        Outcome::Failed
+    } else {
+        Outcome::Passed
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse_in_decimal_and_hex() {
+        assert_eq!(parse_seed("42"), Ok(42));
+        assert_eq!(parse_seed("0x2a"), Ok(42));
+        assert!(parse_seed("forty-two").unwrap_err().contains("not a seed"));
+    }
+
+    #[test]
+    fn a_scenario_names_its_case_and_ends_with_the_spec_model() {
+        let (case, _) = rewind_conformance::fuzz::case(1, 28);
+        let text = scenario(&case);
+        assert!(text.contains(&format!("Given the conversation \"{}\"", case.name)));
+        assert!(text.contains("Then the outcome is what the spec model predicts"));
+        assert_eq!(case_index(&scenario_name(&case)), Some(28));
+    }
+}
