@@ -745,10 +745,10 @@ MUTATIONS = [
     # send to an unknown scope or by an unknown author fails inside instead of being rejected.
     ("nul-reaches-the-database", DRIVER,
      [("    if find(&value, &mut path) {", "    if false && find(&value, &mut path) {")],
-     "@rule:scope.normalize-before-use"),
+     "@contract"),
     ("send-unchecked", DRIVER,
      [("        self.check_author_and_scope(&message.actor, &message.scope_id)\n            .await?;\n", "")],
-     "@rule:scope.normalize-before-use"),
+     "@contract"),
     ("opencode-reverts-to-an-absent-message", OPENCODE,
      [("    if held.iter().all(|id| id.as_str() < message_id) {",
        "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],

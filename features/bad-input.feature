@@ -7,13 +7,13 @@ Feature: Bad input over the contract (spec sections 2.1 and 3)
   was. A message's content and a search query are data: injection-shaped text is stored or
   searched as it is.
 
-  @rule:scope.normalize-before-use @rule:init.target-visible-hot @rule:init.human-only
+  @contract @rule:init.target-visible-hot @rule:init.human-only
   Scenario: every field of a rewind request, with bad values
     Given the conversation "projections-human-suffix"
     When every field of the rewind of human "alice" to before message "n-4" gets bad values
     Then every bad request was turned away cleanly, the database unchanged
 
-  @rule:scope.normalize-before-use
+  @contract
   Scenario Outline: every field of a <request>, with bad values
     Given the conversation "<fixture>"
     When every field of the <step> gets bad values
