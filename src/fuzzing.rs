@@ -234,6 +234,20 @@ fn save_failure(dir: &Path, case: &GeneratedCase, failure: &str) -> anyhow::Resu
     ))
 }
 
+/// What a failure says first, without the runner's framing (`step ...: Step panicked.
+/// Captured output: `) and the discrepancy after the line that introduces it.
+fn headline(failure: &str) -> String {
+    let text = failure
+        .split_once("Captured output: ")
+        .map_or(failure, |(_, rest)| rest);
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    match (first.ends_with(':'), lines.next()) {
+        (true, Some(second)) => format!("{first} {second}"),
+        _ => first.to_owned(),
+    }
+}
+
 /// The shape histogram of `cases`, as lines.
 fn histogram(cases: &[GeneratedCase]) -> Vec<String> {
     let mut by: BTreeMap<&str, BTreeMap<String, usize>> = BTreeMap::new();
@@ -352,8 +366,7 @@ pub async fn fuzz(args: FuzzArgs) -> anyhow::Result<Outcome> {
         let _ = writeln!(out, "  {line}");
     }
     for (index, failure) in &failed {
-        let first = failure.lines().next().unwrap_or_default();
-        let _ = writeln!(out, "  FAILED case {index}: {first}");
+        let _ = writeln!(out, "  FAILED case {index}: {}", headline(failure));
     }
     for (index, result) in shrunk {
         match result {
@@ -365,7 +378,7 @@ pub async fn fuzz(args: FuzzArgs) -> anyhow::Result<Outcome> {
                      re-run: {command}\n    the failure, in full, is in {}",
                     case.shape.messages,
                     case.model.shrink_path,
-                    failure.lines().next().unwrap_or_default(),
+                    headline(&failure),
                     dir.join(format!("failures/case-{index}/failure.txt")).display()
                 );
             }

@@ -41,15 +41,15 @@ async fn as_predicted(world: &mut RewindWorld) -> anyhow::Result<()> {
             .map(|(id, r)| format!("{id}: {}", r.iter().cloned().collect::<Vec<_>>().join("|")))
             .collect();
         bail!(
-            "the rewind's outcome is none the spec allows; closest allowed outcome{}:\n  {}\n\
-             allowed: {}",
-            if taken.is_empty() {
-                String::new()
-            } else {
-                format!(" (readings {})", taken.join(", "))
-            },
+            "the rewind's outcome is none the spec allows:\n  {}\nthe spec allows: {}\n\
+             (the closest allowed outcome was judged under the readings {})",
             lines.join("\n  "),
-            allowed(&prediction)
+            allowed(&prediction),
+            if taken.is_empty() {
+                "of no register entry".to_owned()
+            } else {
+                taken.join(", ")
+            }
         );
     }
     let violations = consistency(&after, Some(&before));
