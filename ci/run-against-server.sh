@@ -3,6 +3,9 @@
 #
 #   ci/run-against-server.sh NAME [run options...] -- SERVER COMMAND...
 #
+# With REWIND_COMMAND=fuzz the generated cases run instead of the suite (the options are then
+# the `fuzz` command's).
+#
 # The server command must print `listening on http://HOST:PORT` on stdout once it accepts
 # connections (every driver server of this repository does; port 0 lets it pick a free one).
 # Logs and results go to target/ci/NAME.{out,log,json}, the suite's output to
@@ -35,7 +38,11 @@ echo "$name: smoke checks against $url"
 echo "$name: the suite against $url"
 started=$(date +%s)
 status=0
-"$harness" run --sut "$url" --json "$out/$name.json" "${run_args[@]}" >"$out/$name-run.log" 2>&1 || status=$?
+case "${REWIND_COMMAND:-run}" in
+    run) "$harness" run --sut "$url" --json "$out/$name.json" "${run_args[@]}" >"$out/$name-run.log" 2>&1 || status=$? ;;
+    fuzz) "$harness" fuzz --sut "$url" "${run_args[@]}" >"$out/$name-run.log" 2>&1 || status=$? ;;
+    *) echo "$name: REWIND_COMMAND must be run or fuzz"; exit 2 ;;
+esac
 tail -1 "$out/$name-run.log"
 echo "$name: the run took $(( $(date +%s) - started ))s and exited $status"
 [ "$status" -eq 0 ] || tail -60 "$out/$name-run.log"
