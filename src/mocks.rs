@@ -116,11 +116,15 @@ pub enum MockError {
 struct Live {
     dirs: Vec<PathBuf>,
     pids: Vec<u32>,
+    /// Directories a stop already removed: removed again by every later stop, since a server
+    /// that was still starting may have written into one after it went.
+    removed: Vec<PathBuf>,
 }
 
 static LIVE: Mutex<Live> = Mutex::new(Live {
     dirs: Vec::new(),
     pids: Vec::new(),
+    removed: Vec::new(),
 });
 
 fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
@@ -152,7 +156,11 @@ fn refuse_when_stopping(dir: &Path) -> Result<(), MockError> {
 /// safe to call again.
 pub fn stop_all_mocks() {
     STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (dirs, pids) = live(|l| (std::mem::take(&mut l.dirs), std::mem::take(&mut l.pids)));
+    let (dirs, pids) = live(|l| {
+        let taken = std::mem::take(&mut l.dirs);
+        l.removed.extend(taken);
+        (l.removed.clone(), std::mem::take(&mut l.pids))
+    });
     for pid in pids {
         if let Ok(pid) = libc::pid_t::try_from(pid) {
             // SAFETY: `kill` has no memory effects; a pid that already exited is harmless.
@@ -772,8 +780,11 @@ impl MockRuntimes {
     pub fn lift_all_faults(&self) {
         for runtime in MockRuntime::ALL {
             let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
-            if path.exists() {
-                let _ = FaultPlan::default().save(&path);
+            // Written beside the plan and renamed over it, without creating a directory: an
+            // interrupted run may be removing this one right now, and must find it gone.
+            let tmp = path.with_extension("json.lifted");
+            if std::fs::write(&tmp, b"{\"rules\": []}").is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
             }
         }
     }

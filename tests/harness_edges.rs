@@ -392,9 +392,14 @@ fn wait_gone(dir: &Path, limit: Duration, which: impl Fn(&Referrer) -> bool) -> 
 /// it.
 fn assert_nothing_left(tmp: &Path, after: &str) {
     let names = entries(tmp);
+    let tree = std::process::Command::new("find")
+        .arg(tmp)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
     assert!(
         names.is_empty(),
-        "{after}: {} still holds {names:?}",
+        "{after}: {} still holds {names:?}\n{tree}",
         tmp.display()
     );
     let left = wait_gone(tmp, GRACE, |_| true);
