@@ -986,8 +986,7 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let fixtures = load_fixture_dir(&args.fixtures)?;
     let rule_ids: std::collections::BTreeSet<String> =
         catalog.rules().iter().map(|r| r.id.clone()).collect();
-    let leak_allow =
-        rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
+    let leak_allow = load_leak_allow(&args, &catalog)?;
     // The reports that show the rule matrix read the untestable and pending lists too.
     let report_targets = report_targets(&args);
     let rule_index = if report_targets.iter().any(|t| t.kind.needs_rules()) {
@@ -1062,31 +1061,12 @@ async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         print_list(&args, &selected, only.as_ref(), &catalog);
         return Ok(Outcome::Passed);
     }
-    let profile = match &args.profile {
-        Some(path) => CapabilityProfile::load(path)?,
-        None => CapabilityProfile::compiled(),
-    };
-    profile.check_error_codes(&catalog)?;
+    let profile = load_profile(&args, &catalog)?;
     let expectations = match &args.expectations {
         Some(path) => Expectations::load(path)?,
         None => Expectations::default(),
     };
-    // What killed runs left here (clusters, mock servers, directories); the databases they left
-    // on a given server go when the template is made.
-    let reaped = rewind_conformance::postgres::reap_leftovers();
-    if !reaped.dirs.is_empty() {
-        eprintln!(
-            "removed {} director{} that killed runs left: {}",
-            reaped.dirs.len(),
-            if reaped.dirs.len() == 1 { "y" } else { "ies" },
-            reaped
-                .dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    reap_leftovers();
     // The handshake comes first: a server that is not there, or speaks another protocol, is
     // told in one line before PostgreSQL starts.
     let sut = connect_sut(
@@ -1196,6 +1176,49 @@ pub(crate) struct RunStats {
     scans: Vec<Duration>,
 }
 
+/// The leak scan's allow-list, checked against the catalog's rules.
+fn load_leak_allow(
+    args: &RunArgs,
+    catalog: &Catalog,
+) -> anyhow::Result<rewind_conformance::leak_scan::AllowList> {
+    let rule_ids: std::collections::BTreeSet<String> =
+        catalog.rules().iter().map(|r| r.id.clone()).collect();
+    Ok(rewind_conformance::leak_scan::AllowList::load(
+        &args.paths.leak_allow,
+        &rule_ids,
+    )?)
+}
+
+/// The capability profile `--profile` names, or the one of the harness's cargo features; its
+/// declared codes checked against the catalog.
+fn load_profile(args: &RunArgs, catalog: &Catalog) -> anyhow::Result<CapabilityProfile> {
+    let profile = match &args.profile {
+        Some(path) => CapabilityProfile::load(path)?,
+        None => CapabilityProfile::compiled(),
+    };
+    profile.check_error_codes(catalog)?;
+    Ok(profile)
+}
+
+/// Removes what killed runs left here (clusters, mock servers, directories) and says so; the
+/// databases they left on a given server go when the template is made.
+fn reap_leftovers() {
+    let reaped = rewind_conformance::postgres::reap_leftovers();
+    if !reaped.dirs.is_empty() {
+        eprintln!(
+            "removed {} director{} that killed runs left: {}",
+            reaped.dirs.len(),
+            if reaped.dirs.len() == 1 { "y" } else { "ies" },
+            reaped
+                .dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
 /// What a suite run reads besides its features and fixtures: the rule catalog, the ambiguity
 /// register and the leak scan's allow-list.
 pub(crate) type SuiteInputs = (Catalog, Register, rewind_conformance::leak_scan::AllowList);
@@ -1218,22 +1241,9 @@ pub(crate) async fn prepare(args: &RunArgs) -> anyhow::Result<(Prepared, Postgre
     install_signal_handlers(&choice);
     let catalog = Catalog::load(&args.paths.catalog)?;
     let register = Register::load(&args.paths.ambiguities)?;
-    let rule_ids: std::collections::BTreeSet<String> =
-        catalog.rules().iter().map(|r| r.id.clone()).collect();
-    let leak_allow =
-        rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
-    let profile = match &args.profile {
-        Some(path) => CapabilityProfile::load(path)?,
-        None => CapabilityProfile::compiled(),
-    };
-    profile.check_error_codes(&catalog)?;
-    let reaped = rewind_conformance::postgres::reap_leftovers();
-    if !reaped.dirs.is_empty() {
-        eprintln!(
-            "removed {} directories that killed runs left",
-            reaped.dirs.len()
-        );
-    }
+    let leak_allow = load_leak_allow(args, &catalog)?;
+    let profile = load_profile(args, &catalog)?;
+    reap_leftovers();
     let sut = connect_sut(
         &args.sut,
         &profile,
