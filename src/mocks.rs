@@ -344,16 +344,22 @@ impl MockRuntimes {
             codex_version: None,
             witness: None,
         };
+        mocks.make_homes()?;
+        mocks.seed(fixture)
+    }
+
+    /// Creates every runtime's home and working directory.
+    fn make_homes(&self) -> Result<(), MockError> {
         for dir in [
-            mocks.home(MockRuntime::Codex),
-            mocks.home(MockRuntime::Claude),
-            mocks.home(MockRuntime::OpenCode),
-            mocks.claude_cwd(),
-            mocks.opencode_cwd(),
+            self.home(MockRuntime::Codex),
+            self.home(MockRuntime::Claude),
+            self.home(MockRuntime::OpenCode),
+            self.claude_cwd(),
+            self.opencode_cwd(),
         ] {
             std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         }
-        mocks.seed(fixture)
+        Ok(())
     }
 
     /// Seeds the fixture's runtime sessions into fresh runtime homes and starts an OpenCode
@@ -392,15 +398,7 @@ impl MockRuntimes {
                 None => None,
             },
         };
-        for dir in [
-            mocks.home(MockRuntime::Codex),
-            mocks.home(MockRuntime::Claude),
-            mocks.home(MockRuntime::OpenCode),
-            mocks.claude_cwd(),
-            mocks.opencode_cwd(),
-        ] {
-            std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        }
+        mocks.make_homes()?;
         mocks.write_opencode_config(true)?;
         mocks.seed(fixture)?;
         let needs_opencode = fixture

@@ -82,8 +82,7 @@ pub const NOTICE_PREFIX: &str = "rewind-notice:";
 
 /// The keys that carry content in a durable stream event payload or a conversation index
 /// projection (section 6.1: "content, attachments, reactions, mentions, source snippets,
-/// delivery previews"), compared case-insensitively at any depth. The same list the scrub steps
-/// use.
+/// delivery previews"), compared case-insensitively at any depth. The scrub steps use it too.
 pub const CONTENT_BEARING_KEYS: [&str; 13] = [
     "content",
     "body",

@@ -363,17 +363,8 @@ async fn whole_or_undone(world: &mut RewindWorld) -> anyhow::Result<()> {
     if let Ok(RewindResponse::Refused { code, message, .. }) = &fault.outcome {
         super::then::check_code(world, message, code)?;
     }
-    let mut before = world.before_snapshot()?.clone();
-    let mut after = world.snapshot().await?;
-    let was = before
-        .tables
-        .remove("rewind_operations")
-        .unwrap_or_default();
-    let now = after.tables.remove("rewind_operations").unwrap_or_default();
     // A restore may have started a fresh claude session (the agent's session pointer).
-    before.tables.remove("agents");
-    after.tables.remove("agents");
-    let diff = before.diff(&after);
+    let (diff, was, now) = super::then::changes_since_before(world, &["agents"]).await?;
     ensure!(
         diff.is_empty(),
         "the rewind did not complete ({}), yet the database changed:\n{diff}",

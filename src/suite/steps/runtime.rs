@@ -217,8 +217,19 @@ async fn delay_restore(
     agent: String,
     ms: u64,
 ) -> anyhow::Result<()> {
-    let (_, agent_mock, session) = agent_session(world, &agent)?;
-    let mock = mock_named(&mock)?;
+    plant_hang(world, &mock, &agent, Some(ms))
+}
+
+/// Plants a hang on the agent's restore in its runtime's mock (`hang_ms`: answer after that
+/// long; `None`: hold it until it is lifted).
+fn plant_hang(
+    world: &RewindWorld,
+    mock: &str,
+    agent: &str,
+    hang_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    let (_, agent_mock, session) = agent_session(world, agent)?;
+    let mock = mock_named(mock)?;
     ensure!(
         mock == agent_mock,
         "agent `{agent}` is not served by the {} mock",
@@ -226,7 +237,7 @@ async fn delay_restore(
     );
     world
         .mocks()?
-        .add_fault(mock, session, None, FaultKind::Hang, Some(ms))?;
+        .add_fault(mock, session, None, FaultKind::Hang, hang_ms)?;
     Ok(())
 }
 
@@ -235,17 +246,7 @@ async fn delay_restore(
 /// the middle of its restore, so its operation is `preparing` meanwhile (spec 6.4).
 #[given(regex = r#"^the (codex|claude|opencode) runtime holds the restore of agent "([^"]+)"$"#)]
 async fn hold_restore(world: &mut RewindWorld, mock: String, agent: String) -> anyhow::Result<()> {
-    let (_, agent_mock, session) = agent_session(world, &agent)?;
-    let mock = mock_named(&mock)?;
-    ensure!(
-        mock == agent_mock,
-        "agent `{agent}` is not served by the {} mock",
-        mock.program()
-    );
-    world
-        .mocks()?
-        .add_fault(mock, session, None, FaultKind::Hang, None)?;
-    Ok(())
+    plant_hang(world, &mock, &agent, None)
 }
 
 /// Lifts the hold planted by `the ... runtime holds the restore of agent "<agent>"`: the held

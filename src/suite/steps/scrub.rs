@@ -7,6 +7,9 @@ use anyhow::{anyhow, bail, ensure, Context as _};
 use cucumber::then;
 use rewind_conformance::inspect::{line_diff, writes_since, DbSnapshot};
 use rewind_conformance::leak_scan::canaries_in as canaries;
+// The keys that carry content in a durable stream event or a conversation index projection
+// (spec section 6.1), as the spec model reads them.
+use rewind_conformance::oracle::spec::CONTENT_BEARING_KEYS;
 
 use super::id_list;
 use crate::suite::world::RewindWorld;
@@ -196,25 +199,6 @@ async fn transcript_last(world: &mut RewindWorld) -> anyhow::Result<()> {
     );
     Ok(())
 }
-
-/// The keys that carry content in a durable stream event or a conversation index projection
-/// (spec section 6.1: "content, attachments, reactions, mentions, source snippets, delivery
-/// previews"), compared case-insensitively at any depth.
-const CONTENT_BEARING_KEYS: &[&str] = &[
-    "content",
-    "body",
-    "text",
-    "attachments",
-    "reactions",
-    "mentions",
-    "sources",
-    "snippet",
-    "snippets",
-    "sourcesnippets",
-    "preview",
-    "previews",
-    "deliverypreview",
-];
 
 /// The content-bearing keys anywhere in `value`.
 fn content_keys(value: &serde_json::Value, out: &mut Vec<String>) {

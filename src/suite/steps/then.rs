@@ -147,10 +147,13 @@ fn refusal_operations(
     Ok(ids)
 }
 
-/// Every table holds exactly the rows it held before the last operation; after a refusal,
-/// `rewind_operations` may also hold a `failed` record of it.
-#[then("the database is unchanged")]
-async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
+/// What changed in the database since the snapshot before the last operation, every table
+/// but `rewind_operations` and `ignored` (a unified diff, empty when nothing did), and the
+/// `rewind_operations` rows before and now.
+pub(super) async fn changes_since_before(
+    world: &RewindWorld,
+    ignored: &[&str],
+) -> anyhow::Result<(String, Vec<String>, Vec<String>)> {
     let mut before = world.before_snapshot()?.clone();
     let mut after = world.snapshot().await?;
     let was = before
@@ -158,7 +161,18 @@ async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
         .remove("rewind_operations")
         .unwrap_or_default();
     let now = after.tables.remove("rewind_operations").unwrap_or_default();
-    let diff = before.diff(&after);
+    for table in ignored {
+        before.tables.remove(*table);
+        after.tables.remove(*table);
+    }
+    Ok((before.diff(&after), was, now))
+}
+
+/// Every table holds exactly the rows it held before the last operation; after a refusal,
+/// `rewind_operations` may also hold a `failed` record of it.
+#[then("the database is unchanged")]
+async fn database_unchanged(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let (diff, was, now) = changes_since_before(world, &[]).await?;
     ensure!(diff.is_empty(), "the database changed:\n{diff}");
     let failed = refusal_operations(world, &was, &now)?;
     if matches!(world.last_response()?, RewindResponse::Refused { .. }) {
