@@ -1,19 +1,21 @@
 //! The oracle against the reference implementation on every shipped fixture.
 //!
-//! Whatever the reference does with a rewind request (every message as the target, asked by
-//! its author, by every other human, by an agent, by the system, in a scope it does not belong
-//! to; and, after each completed rewind, a second one further back), the oracle must call it an
-//! outcome the spec allows, and the database it leaves must keep the invariants of
+//! Whatever the reference does with a rewind request (every message as the target asked by its
+//! author; one asked by another human, by an agent, by the system and in a scope it does not
+//! belong to; and, after each completed rewind, a second one further back), the oracle must call
+//! it an outcome the spec allows, and the database it leaves must keep the invariants of
 //! `oracle::consistency`. The reference's two variants take different readings wherever the
 //! register accepts several, so both must pass; a deployment without codex checks the runtime
 //! guards once more. A failed runtime restore is accepted (a fixture's agent may have no
-//! session the mocks know), as the register accepts it in any run with faults.
+//! session the mocks know), as the register accepts it in any run with faults. Storms of
+//! concurrent rewinds and sends, whose order nobody knows, must leave consistent states too.
 //!
 //! The reference is driven through the harness's `SystemUnderTest` contract only; the oracle
 //! shares no code with it. Needs the PostgreSQL server binaries (see README, "Choosing
 //! PostgreSQL").
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rewind_conformance::fixtures::{load_fixture_dir, seed_fixture, Fixture};
 use rewind_conformance::inspect::DbSnapshot;
@@ -22,7 +24,8 @@ use rewind_conformance::oracle::{consistency, judge, predict, Deployment, State}
 use rewind_conformance::postgres::{PostgresChoice, PostgresServer, TemplateDatabase};
 use rewind_conformance::sut::reference::ReferenceSut;
 use rewind_conformance::sut::{
-    Actor, AttachRequest, DatabaseTarget, Limits, RewindRequest, RewindResponse, SystemUnderTest,
+    Actor, AttachRequest, ConversationApi, DatabaseTarget, Limits, RewindRequest, RewindResponse,
+    SendMessage, SystemUnderTest,
 };
 use rewind_reference::Variant;
 
@@ -253,4 +256,110 @@ async fn the_oracle_allows_what_the_alternative_reference_does_and_a_narrower_de
         },
     ])
     .await;
+}
+
+/// Storms: on each fixture, every human message rewound by its author at once; then, on a fresh
+/// copy, half of them at once while each author also sends a live message into the scope. Some
+/// rewinds complete, others are refused as in progress, drifted or blocked by what another
+/// completed first; whatever the order, the state they leave must be consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storms_of_rewinds_and_sends_leave_consistent_states() {
+    let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
+    let server = PostgresServer::provision(&PostgresChoice::Embedded)
+        .await
+        .expect("an embedded PostgreSQL");
+    let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
+        .await
+        .expect("the template database");
+    let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
+        .expect("the mock runtime programs");
+    let mut failures = Vec::new();
+    let mut completed = 0;
+    for with_sends in [false, true] {
+        for (name, fixture) in &fixtures {
+            let db = template
+                .clone_for_scenario()
+                .await
+                .expect("a scenario database");
+            let pool = db.pool(4).await.expect("a pool");
+            let mut conn = pool.acquire().await.expect("a connection");
+            seed_fixture(&mut conn, fixture).await.expect("seeding");
+            let mut mocks = MockRuntimes::start(&programs, fixture, Some(pool.clone()))
+                .await
+                .expect("the mock runtimes");
+            let api: Arc<dyn ConversationApi> = Arc::from(
+                ReferenceSut::default()
+                    .attach(&AttachRequest {
+                        database: DatabaseTarget {
+                            url: db.url.clone(),
+                            name: db.name.clone(),
+                        },
+                        runtimes: mocks.endpoints(),
+                        limits: Limits {
+                            restore_timeout_ms: 5_000,
+                            request_timeout_ms: 30_000,
+                        },
+                    })
+                    .await
+                    .expect("attaching the reference"),
+            );
+            let start = state(&mut conn).await;
+            let mut calls = Vec::new();
+            let human_messages = fixture
+                .messages()
+                .filter_map(|m| m.author.user_id().map(|author| (m, author.to_owned())));
+            for (index, (message, author)) in human_messages.enumerate() {
+                if with_sends && index % 2 == 1 {
+                    continue;
+                }
+                let request = RewindRequest {
+                    actor: Actor::Human(author.clone()),
+                    scope_id: message.scope.clone(),
+                    target_message_id: message.id.clone(),
+                };
+                let rewinding = api.clone();
+                calls.push(tokio::spawn(async move {
+                    rewinding.rewind(&request).await.map(|_| ())
+                }));
+                if with_sends {
+                    let send = SendMessage {
+                        actor: Actor::Human(author),
+                        scope_id: message.scope.clone(),
+                        content: format!("said live CANARY-storm-{index}"),
+                        mentions: Vec::new(),
+                    };
+                    let sending = api.clone();
+                    calls.push(tokio::spawn(async move {
+                        sending.send_message(&send).await.map(|_| ())
+                    }));
+                }
+            }
+            for call in calls {
+                // A send into an archived thread may be answered with an error: the protocol
+                // leaves it open. The state is what is judged.
+                let _ = call.await.expect("a storm call");
+            }
+            let after = state(&mut conn).await;
+            completed += after
+                .operations
+                .values()
+                .filter(|o| o.status == "completed")
+                .count();
+            failures.extend(
+                consistency(&after, Some(&start))
+                    .into_iter()
+                    .map(|v| format!("{name} (sends: {with_sends}): {v}")),
+            );
+            drop(conn);
+            let _ = api.detach().await;
+            mocks.stop().await;
+            pool.close().await;
+            let _ = template.drop_database(&db.name).await;
+        }
+    }
+    programs.remove();
+    let _ = template.drop_all().await;
+    server.shutdown().await;
+    assert!(completed > 0, "no rewind of any storm completed");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
