@@ -802,3 +802,17 @@ fn a_second_rewind_over_the_first_notice_may_word_its_notice_the_same() {
         vec![]
     );
 }
+
+#[test]
+fn a_refusal_where_completing_or_another_refusal_was_allowed_names_both() {
+    let seed = channel_with_thread("c-3", "alice");
+    let p = rewind(&seed, "alice", "c-2");
+    let j = check(&seed, &seed, &refused(OTHER_HUMAN), &p);
+    assert_caught(
+        &j,
+        "answer field `message`: expected a refusal with `rewind is blocked because a later \
+         message has a reply thread`, or the rewind to complete, tombstoning `c-2`, `c-3`, \
+         `t-1`, `t-2`, found a refusal with `rewind is blocked because another human sent a \
+         later message`",
+    );
+}
