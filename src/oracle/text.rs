@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, FixedOffset};
 
-use super::state::State;
+use super::spec;
+use super::state::{Message, State};
 use crate::leak_scan::canaries_in;
 
 /// The shortest message content looked for verbatim: shorter ones are too likely to occur by
@@ -13,8 +14,8 @@ use crate::leak_scan::canaries_in;
 const MIN_QUOTED_CONTENT: usize = 8;
 
 /// What identifies the content of a set of messages: the canaries in it (fixtures give every
-/// message a unique `CANARY-` token) and each whole content of some length, less anything that
-/// also occurs in the content of a message outside the set.
+/// message a unique `CANARY-` token) and each whole content of some length (a rewind notice's
+/// aside), less anything that also occurs in the content of a message outside the set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SuffixText {
     canaries: BTreeSet<String>,
@@ -29,7 +30,7 @@ impl SuffixText {
         for id in &ids {
             if let Some(m) = state.message(id) {
                 text.canaries.extend(canaries_in(&m.content));
-                if m.content.chars().count() >= MIN_QUOTED_CONTENT {
+                if m.content.chars().count() >= MIN_QUOTED_CONTENT && !is_notice(m) {
                     text.contents.insert(m.content.clone());
                 }
             }
@@ -57,6 +58,15 @@ impl SuffixText {
     pub fn is_empty(&self) -> bool {
         self.canaries.is_empty() && self.contents.is_empty()
     }
+}
+
+/// Whether `message` is a rewind notice: its wording is the implementation's own, the same for
+/// every rewind, so a later notice repeating an earlier, rewound one quotes nothing.
+fn is_notice(message: &Message) -> bool {
+    message
+        .client_message_id
+        .as_deref()
+        .is_some_and(|id| id.starts_with(spec::NOTICE_PREFIX))
 }
 
 /// A timestamp as PostgreSQL renders it in JSON (RFC 3339), as an instant.

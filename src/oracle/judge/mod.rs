@@ -81,11 +81,14 @@ pub fn judge(
                     .refusals()
                     .map(|(refusal, _)| refusal.texts.to_string())
                     .collect();
-                let expected = if allowed.is_empty() {
-                    completion_expected(prediction)
-                } else {
-                    format!("a refusal with {}", allowed.join(", or "))
-                };
+                let mut expected = Vec::new();
+                if !allowed.is_empty() {
+                    expected.push(format!("a refusal with {}", allowed.join(", or ")));
+                }
+                if prediction.completions().next().is_some() {
+                    expected.push(completion_expected(prediction));
+                }
+                let expected = expected.join(", or ");
                 c.wrong(
                     Place::Answer {
                         field: "message".to_owned(),

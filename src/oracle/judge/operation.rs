@@ -22,8 +22,9 @@ fn answer_place(field: &str) -> Place {
 ///
 /// Existing rows stay as they were (`updated_at` aside). Exactly one row is new: the answer's
 /// operation, `completed`, on the primary scope (`thread_id`), with the request's target and
-/// initiator, listing the rewound ids (oracle entry `operation-rewound-ids`). Its `plan`,
-/// error columns and times are not the spec's business. The answer is `completed`, names that
+/// initiator, listing the rewound ids (oracle entry `operation-rewound-ids`), quoting none of
+/// their content. What else its `plan`, error columns and times hold is not the spec's
+/// business. The answer is `completed`, names that
 /// operation, lists no id or the rewound ids (register `api-rewound-ids`) and quotes no
 /// rewound content.
 pub(crate) fn check(
@@ -114,6 +115,16 @@ pub(crate) fn check(
     let Some(op) = after.operations.get(&id) else {
         return Some(id);
     };
+    if let Some(quoted) = now.get(&id).and_then(|row| text.quoted_in(&row.text())) {
+        c.wrong(
+            row_place("rewind_operations", &id, None),
+            "no content of a rewound message (in its plan, its error or anywhere)",
+            format!(
+                "`{quoted}` in {}",
+                now.get(&id).map(|r| r.text()).unwrap_or_default()
+            ),
+        );
+    }
     let expect = [
         ("status", "completed", op.status.as_str()),
         (

@@ -616,3 +616,203 @@ fn the_scrubbed_shapes_are_reported_as_readings() {
         Some(&set(&["row-removed"]))
     );
 }
+
+#[test]
+fn an_operation_plan_quoting_the_suffix_is_caught() {
+    let (seed, p, mut after, answer) = dm_rewound(Choices::default());
+    after.set(
+        "rewind_operations",
+        "op-1",
+        "plan",
+        json!({"target": {"id": "m-3", "content": "said m-3 CANARY-m-3"}}),
+    );
+    assert_caught(
+        &check(&seed, &after, &answer, &p),
+        "`rewind_operations` row `op-1`: expected no content of a rewound message",
+    );
+}
+
+#[test]
+fn a_cascade_may_be_listed_with_the_primary_boundary_only() {
+    let seed = channel_with_thread("c-3", "alice");
+    let p = rewind(&seed, "alice", "c-3");
+    let (mut after, _) = apply(&seed, &the_effect(&p), "op-1", Choices::default());
+    after.set(
+        "rewind_operations",
+        "op-1",
+        "rewound_message_ids",
+        json!(["c-3"]),
+    );
+    let answer = RewindResponse::Completed {
+        operation_id: "op-1".into(),
+        status: "completed".into(),
+        rewound_message_ids: vec!["c-3".into()],
+    };
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::API_REWOUND_IDS),
+        Some(&set(&["primary-boundary"]))
+    );
+    assert_eq!(
+        j.readings().get(readings::OPERATION_REWOUND_IDS),
+        Some(&set(&["primary-boundary"]))
+    );
+    assert_eq!(consistency(&after.state(), Some(&seed.state())), vec![]);
+    after.set(
+        "rewind_operations",
+        "op-1",
+        "rewound_message_ids",
+        json!(["c-3", "t-1"]),
+    );
+    assert_caught(
+        &check(&seed, &after, &answer, &p),
+        "row `op-1` column `rewound_message_ids`",
+    );
+}
+
+#[test]
+fn other_scrubbed_shapes_and_suppressions_are_accepted() {
+    let (seed, p, mut after, answer) = dm_rewound(Choices::default());
+    let event = after
+        .rows("im_stream_events")
+        .find(|r| r.get("message_id") == Some(&json!("m-4")))
+        .map(|r| r["id"].to_string())
+        .expect("an event");
+    after.set(
+        "im_stream_events",
+        &event,
+        "payload_json",
+        json!({"messageId": "m-4", "rewound": true}),
+    );
+    let index = after
+        .rows("im_conversation_index")
+        .find(|r| {
+            r.get("scope_id") == Some(&json!("dm"))
+                && r.get("last_message_id").is_some_and(Value::is_null)
+        })
+        .map(|r| format!("dm / {}", r["user_id"].as_str().unwrap_or_default()))
+        .expect("an index row");
+    after.set(
+        "im_conversation_index",
+        &index,
+        "projection_json",
+        json!({"unread": 0, "lastMessage": {"id": "m-4"}}),
+    );
+    let leased = outbox_key(&after, "m-4", "alice");
+    after.set("scope_fanout_outbox", &leased, "payload", json!({}));
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::SCRUBBED_STREAM_EVENT_SHAPE),
+        Some(&set(&["marker-added"]))
+    );
+    assert_eq!(
+        j.readings().get(readings::SCRUBBED_INDEX_SHAPE),
+        Some(&set(&["keeps-rewound-id"]))
+    );
+    assert_eq!(
+        j.readings().get(readings::SUPPRESSED_ROW_PAYLOAD),
+        Some(&set(&["kept", "scrubbed"]))
+    );
+    after.set(
+        "im_conversation_index",
+        &index,
+        "projection_json",
+        json!({"unread": 0, "lastMessage": {"id": "m-2", "preview": "said m-2"}}),
+    );
+    after.set(
+        "im_conversation_index",
+        &index,
+        "last_message_id",
+        json!("m-2"),
+    );
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::SCRUBBED_INDEX_SHAPE),
+        Some(&set(&["repoints"]))
+    );
+    after.set(
+        "im_conversation_index",
+        &index,
+        "last_message_id",
+        json!("m-4x"),
+    );
+    assert_caught(
+        &check(&seed, &after, &answer, &p),
+        "column `last_message_id`",
+    );
+}
+
+#[test]
+fn a_leased_row_may_lose_its_lease_when_suppressed() {
+    let mut seed = Seed::dm();
+    seed.outbox("m-4", "bob", "leased");
+    let p = rewind(&seed, "alice", "m-3");
+    let (mut after, answer) = apply(&seed, &the_effect(&p), "op-1", Choices::default());
+    assert_ok(&check(&seed, &after, &answer, &p));
+    let leased = outbox_key(&after, "m-4", "bob");
+    after.set("scope_fanout_outbox", &leased, "leased_until", Value::Null);
+    assert_ok(&check(&seed, &after, &answer, &p));
+    after.set("scope_fanout_outbox", &leased, "leased_until", json!(at(7)));
+    assert_caught(&check(&seed, &after, &answer, &p), "column `leased_until`");
+}
+
+#[test]
+fn a_thread_rewind_may_announce_the_parent_summary() {
+    let mut seed = channel_with_thread("c-3", "alice");
+    seed.insert(
+        "scope_sync_dirty",
+        json!({"scope_id": "ch", "latest_message_seq": 3, "latest_activity_seq": 4,
+               "updated_at": at(0)}),
+    );
+    let p = rewind(&seed, "alice", "t-2");
+    let (mut after, answer) = apply(&seed, &the_effect(&p), "op-1", Choices::default());
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::PARENT_REFRESH),
+        Some(&set(&["untouched"]))
+    );
+    after.set("scope_sync_dirty", "ch", "latest_activity_seq", json!(5));
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::PARENT_REFRESH),
+        Some(&set(&["activity-marked"]))
+    );
+    after.set("scope_sync_dirty", "ch", "latest_message_seq", json!(2));
+    assert_caught(
+        &check(&seed, &after, &answer, &p),
+        "`scope_sync_dirty` row `ch`",
+    );
+}
+
+#[test]
+fn a_second_rewind_over_the_first_notice_may_word_its_notice_the_same() {
+    let (_, _, first, _) = dm_rewound(Choices::default());
+    let p = rewind(&first, "alice", "m-1");
+    let effect = the_effect(&p);
+    assert_eq!(effect.rewound_ids(), ["m-1", "m-2", "notice-op-1"]);
+    let (second, answer) = apply(&first, &effect, "op-2", Choices::default());
+    assert_ok(&check(&first, &second, &answer, &p));
+    assert_eq!(
+        consistency(&second.state(), Some(&Seed::dm().state())),
+        vec![]
+    );
+}
+
+#[test]
+fn a_refusal_where_completing_or_another_refusal_was_allowed_names_both() {
+    let seed = channel_with_thread("c-3", "alice");
+    let p = rewind(&seed, "alice", "c-2");
+    let j = check(&seed, &seed, &refused(OTHER_HUMAN), &p);
+    assert_caught(
+        &j,
+        "answer field `message`: expected a refusal with `rewind is blocked because a later \
+         message has a reply thread`, or the rewind to complete, tombstoning `c-2`, `c-3`, \
+         `t-1`, `t-2`, found a refusal with `rewind is blocked because another human sent a \
+         later message`",
+    );
+}

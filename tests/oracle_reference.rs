@@ -1,0 +1,365 @@
+//! The oracle against the reference implementation on every shipped fixture.
+//!
+//! Whatever the reference does with a rewind request (every message as the target asked by its
+//! author; one asked by another human, by an agent, by the system and in a scope it does not
+//! belong to; and, after each completed rewind, a second one further back), the oracle must call
+//! it an outcome the spec allows, and the database it leaves must keep the invariants of
+//! `oracle::consistency`. The reference's two variants take different readings wherever the
+//! register accepts several, so both must pass; a deployment without codex checks the runtime
+//! guards once more. A failed runtime restore is accepted (a fixture's agent may have no
+//! session the mocks know), as the register accepts it in any run with faults. Storms of
+//! concurrent rewinds and sends, whose order nobody knows, must leave consistent states too.
+//!
+//! The reference is driven through the harness's `SystemUnderTest` contract only; the oracle
+//! shares no code with it. Needs the PostgreSQL server binaries (see README, "Choosing
+//! PostgreSQL").
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rewind_conformance::fixtures::{load_fixture_dir, seed_fixture, Fixture};
+use rewind_conformance::inspect::DbSnapshot;
+use rewind_conformance::mocks::{MockPrograms, MockRuntimes};
+use rewind_conformance::oracle::{consistency, judge, predict, Deployment, State};
+use rewind_conformance::postgres::{PostgresChoice, PostgresServer, TemplateDatabase};
+use rewind_conformance::sut::reference::ReferenceSut;
+use rewind_conformance::sut::{
+    Actor, AttachRequest, ConversationApi, DatabaseTarget, Limits, RewindRequest, RewindResponse,
+    SendMessage, SystemUnderTest,
+};
+use rewind_reference::Variant;
+
+/// The requests tried on a fixture: every message as the target, asked by its author (or the
+/// first human); with `others`, also one human message asked by another human, by an agent and
+/// by the system, and asked in a scope it does not belong to.
+fn requests(fixture: &Fixture, others: bool) -> Vec<RewindRequest> {
+    let humans: Vec<&str> = fixture.humans.iter().map(|h| h.id.as_str()).collect();
+    let first = humans.first().copied().unwrap_or("nobody");
+    let ask = |actor: Actor, scope: &str, target: &str| RewindRequest {
+        actor,
+        scope_id: scope.to_owned(),
+        target_message_id: target.to_owned(),
+    };
+    let mut out: Vec<RewindRequest> = fixture
+        .messages()
+        .map(|m| {
+            let author = m.author.user_id().unwrap_or(first);
+            ask(Actor::Human(author.to_owned()), &m.scope, &m.id)
+        })
+        .collect();
+    let human_message = fixture.messages().find(|m| m.author.user_id().is_some());
+    if let (true, Some(m)) = (others, human_message) {
+        let author = m.author.user_id().unwrap_or(first);
+        if let Some(other) = humans.iter().find(|h| **h != author) {
+            out.push(ask(Actor::Human((*other).to_owned()), &m.scope, &m.id));
+        }
+        if let Some(agent) = fixture.agents.first() {
+            out.push(ask(Actor::Agent(agent.id.clone()), &m.scope, &m.id));
+        }
+        out.push(ask(Actor::System, &m.scope, &m.id));
+        if let Some(elsewhere) = fixture.messages().find(|o| o.scope != m.scope) {
+            out.push(ask(
+                Actor::Human(author.to_owned()),
+                &elsewhere.scope,
+                &m.id,
+            ));
+        }
+    }
+    out
+}
+
+/// The earliest visible message of the initiator before the target in its scope, for a second
+/// rewind after a completed one.
+fn further_back(state: &State, request: &RewindRequest) -> Option<RewindRequest> {
+    let Actor::Human(initiator) = &request.actor else {
+        return None;
+    };
+    let target = state.message(&request.target_message_id)?;
+    let earlier = state.visible_messages(&request.scope_id).find(|m| {
+        m.seq < target.seq
+            && matches!(&m.author, rewind_conformance::oracle::Author::Human(a) if a == initiator)
+    })?;
+    Some(RewindRequest {
+        actor: request.actor.clone(),
+        scope_id: request.scope_id.clone(),
+        target_message_id: earlier.id.clone(),
+    })
+}
+
+struct Run<'a> {
+    template: &'a TemplateDatabase,
+    programs: &'a MockPrograms,
+    sut: ReferenceSut,
+    deployment: Deployment,
+    sequences: bool,
+    failures: Vec<String>,
+    runs: usize,
+}
+
+impl Run<'_> {
+    /// Seeds `fixture`, makes `request` (and a second one further back when it completes) and
+    /// judges each.
+    async fn scenario(&mut self, name: &str, fixture: &Fixture, request: &RewindRequest) {
+        self.runs += 1;
+        let db = self
+            .template
+            .clone_for_scenario()
+            .await
+            .expect("a scenario database");
+        let pool = db.pool(2).await.expect("a pool");
+        let mut conn = pool.acquire().await.expect("a connection");
+        seed_fixture(&mut conn, fixture).await.expect("seeding");
+        let mut mocks = MockRuntimes::start(self.programs, fixture, Some(pool.clone()))
+            .await
+            .expect("the mock runtimes");
+        let api = self
+            .sut
+            .attach(&AttachRequest {
+                database: DatabaseTarget {
+                    url: db.url.clone(),
+                    name: db.name.clone(),
+                },
+                runtimes: mocks.endpoints(),
+                limits: Limits {
+                    restore_timeout_ms: 5_000,
+                    request_timeout_ms: 30_000,
+                },
+            })
+            .await
+            .expect("attaching the reference");
+        let start = state(&mut conn).await;
+        let mut before = start.clone();
+        let mut request = Some(request.clone());
+        let mut first = true;
+        while let Some(asked) = request.take() {
+            let answer = api.rewind(&asked).await.expect("the rewind call");
+            let after = state(&mut conn).await;
+            let prediction = predict(&before, &asked, &self.deployment);
+            let verdict = judge(&before, &after, &answer, &prediction);
+            if !verdict.is_ok() {
+                self.failures
+                    .push(format!("{name}: {asked:?} answered {answer:?}: {verdict}"));
+            }
+            for violation in consistency(&after, Some(&start)) {
+                self.failures
+                    .push(format!("{name}: after {asked:?}: {violation}"));
+            }
+            if first && self.sequences && matches!(answer, RewindResponse::Completed { .. }) {
+                request = further_back(&after, &asked);
+            }
+            first = false;
+            before = after;
+        }
+        drop(conn);
+        let _ = api.detach().await;
+        mocks.stop().await;
+        pool.close().await;
+        let _ = self.template.drop_database(&db.name).await;
+    }
+}
+
+async fn state(conn: &mut sqlx::PgConnection) -> State {
+    let snapshot = DbSnapshot::capture(conn).await.expect("a snapshot");
+    State::from_snapshot(&snapshot).expect("a snapshot of the spec schema")
+}
+
+/// One pass: the reference in `variant` restoring `runtimes` (all when `None`), on the
+/// fixtures `pick` selects, with the requests of [`requests`], a second rewind after each
+/// completed one when `sequences`.
+struct Pass {
+    variant: Variant,
+    runtimes: Option<Vec<String>>,
+    others: bool,
+    sequences: bool,
+    pick: fn(&Fixture) -> bool,
+}
+
+async fn check(passes: Vec<Pass>) {
+    let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
+    let server = PostgresServer::provision(&PostgresChoice::Embedded)
+        .await
+        .expect("an embedded PostgreSQL");
+    let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
+        .await
+        .expect("the template database");
+    let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
+        .expect("the mock runtime programs");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for pass in passes {
+        let deployment = match &pass.runtimes {
+            Some(list) => Deployment::with_runtimes(list.iter().map(String::as_str)),
+            None => Deployment::every_runtime(),
+        }
+        .restores_may_fail(true);
+        let mut run = Run {
+            template: &template,
+            programs: &programs,
+            sut: ReferenceSut::with_variant(pass.runtimes.clone(), Ok(pass.variant)),
+            deployment,
+            sequences: pass.sequences,
+            failures: Vec::new(),
+            runs: 0,
+        };
+        for (name, fixture) in fixtures.iter().filter(|(_, f)| (pass.pick)(f)) {
+            for request in requests(fixture, pass.others) {
+                run.scenario(name, fixture, &request).await;
+            }
+        }
+        runs += run.runs;
+        let variant = pass.variant;
+        failures.extend(
+            run.failures
+                .into_iter()
+                .map(|f| format!("[{variant:?}] {f}")),
+        );
+    }
+    programs.remove();
+    let _ = template.drop_all().await;
+    server.shutdown().await;
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} rewinds judged wrong:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oracle_allows_what_the_recommended_reference_does() {
+    check(vec![Pass {
+        variant: Variant::Recommended,
+        runtimes: None,
+        others: true,
+        sequences: true,
+        pick: |_| true,
+    }])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oracle_allows_what_the_alternative_reference_does_and_a_narrower_deployment() {
+    check(vec![
+        Pass {
+            variant: Variant::Alternative,
+            runtimes: None,
+            others: false,
+            sequences: true,
+            pick: |_| true,
+        },
+        Pass {
+            variant: Variant::Recommended,
+            runtimes: Some(vec!["claude".to_owned(), "opencode".to_owned()]),
+            others: false,
+            sequences: false,
+            pick: |f| !f.agents.is_empty(),
+        },
+    ])
+    .await;
+}
+
+/// Storms: on each fixture, every human message rewound by its author at once; then, on a fresh
+/// copy, half of them at once while each author also sends a live message into the scope. Some
+/// rewinds complete, others are refused as in progress, drifted or blocked by what another
+/// completed first; whatever the order, the state they leave must be consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storms_of_rewinds_and_sends_leave_consistent_states() {
+    let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
+    let server = PostgresServer::provision(&PostgresChoice::Embedded)
+        .await
+        .expect("an embedded PostgreSQL");
+    let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
+        .await
+        .expect("the template database");
+    let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
+        .expect("the mock runtime programs");
+    let mut failures = Vec::new();
+    let mut completed = 0;
+    for with_sends in [false, true] {
+        for (name, fixture) in &fixtures {
+            let db = template
+                .clone_for_scenario()
+                .await
+                .expect("a scenario database");
+            let pool = db.pool(4).await.expect("a pool");
+            let mut conn = pool.acquire().await.expect("a connection");
+            seed_fixture(&mut conn, fixture).await.expect("seeding");
+            let mut mocks = MockRuntimes::start(&programs, fixture, Some(pool.clone()))
+                .await
+                .expect("the mock runtimes");
+            let api: Arc<dyn ConversationApi> = Arc::from(
+                ReferenceSut::default()
+                    .attach(&AttachRequest {
+                        database: DatabaseTarget {
+                            url: db.url.clone(),
+                            name: db.name.clone(),
+                        },
+                        runtimes: mocks.endpoints(),
+                        limits: Limits {
+                            restore_timeout_ms: 5_000,
+                            request_timeout_ms: 30_000,
+                        },
+                    })
+                    .await
+                    .expect("attaching the reference"),
+            );
+            let start = state(&mut conn).await;
+            let mut calls = Vec::new();
+            let human_messages = fixture
+                .messages()
+                .filter_map(|m| m.author.user_id().map(|author| (m, author.to_owned())));
+            for (index, (message, author)) in human_messages.enumerate() {
+                if with_sends && index % 2 == 1 {
+                    continue;
+                }
+                let request = RewindRequest {
+                    actor: Actor::Human(author.clone()),
+                    scope_id: message.scope.clone(),
+                    target_message_id: message.id.clone(),
+                };
+                let rewinding = api.clone();
+                calls.push(tokio::spawn(async move {
+                    rewinding.rewind(&request).await.map(|_| ())
+                }));
+                if with_sends {
+                    let send = SendMessage {
+                        actor: Actor::Human(author),
+                        scope_id: message.scope.clone(),
+                        content: format!("said live CANARY-storm-{index}"),
+                        mentions: Vec::new(),
+                    };
+                    let sending = api.clone();
+                    calls.push(tokio::spawn(async move {
+                        sending.send_message(&send).await.map(|_| ())
+                    }));
+                }
+            }
+            for call in calls {
+                // A send into an archived thread may be answered with an error: the protocol
+                // leaves it open. The state is what is judged.
+                let _ = call.await.expect("a storm call");
+            }
+            let after = state(&mut conn).await;
+            completed += after
+                .operations
+                .values()
+                .filter(|o| o.status == "completed")
+                .count();
+            failures.extend(
+                consistency(&after, Some(&start))
+                    .into_iter()
+                    .map(|v| format!("{name} (sends: {with_sends}): {v}")),
+            );
+            drop(conn);
+            let _ = api.detach().await;
+            mocks.stop().await;
+            pool.close().await;
+            let _ = template.drop_database(&db.name).await;
+        }
+    }
+    programs.remove();
+    let _ = template.drop_all().await;
+    server.shutdown().await;
+    assert!(completed > 0, "no rewind of any storm completed");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
