@@ -35,10 +35,11 @@ pub(super) fn check(f: &Facts, out: &mut Vec<Violation>) {
             );
         }
     }
-    let completed: Vec<&Operation> = state
+    let completed: Vec<Operation> = state
         .operations
         .values()
         .filter(|o| o.status == "completed")
+        .map(|o| with_derived_ids(f, o))
         .collect();
     let mut listed_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for op in &completed {
@@ -53,16 +54,31 @@ pub(super) fn check(f: &Facts, out: &mut Vec<Violation>) {
             }
         }
     }
+    let derived: BTreeSet<&str> = completed
+        .iter()
+        .filter(|o| {
+            state
+                .operations
+                .get(&o.id)
+                .is_some_and(|stored| stored.rewound_message_ids.is_empty())
+        })
+        .map(|o| o.id.as_str())
+        .collect();
+    let completed: Vec<&Operation> = completed.iter().collect();
     for id in &f.new_tombstones {
-        match listed_by.get(id.as_str()).map(Vec::len).unwrap_or(0) {
-            1 => {}
-            0 if hangs_off_completed(f, id, &completed) => {}
-            0 => f.violation(
+        let listers = listed_by.get(id.as_str()).cloned().unwrap_or_default();
+        // Ranges derived for operations that recorded no ids may overlap (a later rewind
+        // further back covers an earlier one's tombstones): one of them is enough.
+        let explicit = listers.iter().filter(|o| !derived.contains(*o)).count();
+        match (explicit, listers.len()) {
+            (1, _) | (0, 1..) => {}
+            (0, 0) if hangs_off_completed(f, id, &completed) => {}
+            (0, _) => f.violation(
                 out,
                 row("scope_messages", id, None),
                 "a tombstone that no completed rewind operation lists",
             ),
-            n => f.violation(
+            (n, _) => f.violation(
                 out,
                 row("scope_messages", id, None),
                 format!("a tombstone listed by {n} completed operations"),
@@ -103,6 +119,46 @@ pub(super) fn check(f: &Facts, out: &mut Vec<Violation>) {
             }
         }
     }
+}
+
+/// The operation with the ids it tombstoned: those it recorded, or, when it recorded none
+/// (oracle entry `operation-rewound-ids`, reading `not-recorded`), the tombstones of its scope
+/// from its target up to its notice and of the archived reply threads of the last of them.
+fn with_derived_ids(f: &Facts, op: &Operation) -> Operation {
+    let mut op = op.clone();
+    if !op.rewound_message_ids.is_empty() {
+        return op;
+    }
+    let state = f.state;
+    let Some(from) = state.message(&op.target_message_id).map(|m| m.seq) else {
+        return op;
+    };
+    let client_id = spec::notice_client_id(&op.id);
+    let to = state
+        .messages
+        .values()
+        .find(|m| m.scope_id == op.thread_id && m.client_message_id.as_deref() == Some(&client_id))
+        .map_or(i64::MAX, |n| n.seq);
+    let primary: Vec<&crate::oracle::state::Message> = state
+        .scope_messages(&op.thread_id)
+        .filter(|m| m.seq >= from && m.seq < to && m.is_rewound())
+        .collect();
+    op.rewound_message_ids = primary.iter().map(|m| m.id.clone()).collect();
+    if let Some(tail) = primary.iter().max_by_key(|m| m.seq) {
+        for thread in state
+            .scopes
+            .values()
+            .filter(|s| s.archived && s.parent_message_id.as_deref() == Some(tail.id.as_str()))
+        {
+            op.rewound_message_ids.extend(
+                state
+                    .scope_messages(&thread.id)
+                    .filter(|m| m.is_rewound())
+                    .map(|m| m.id.clone()),
+            );
+        }
+    }
+    op
 }
 
 /// Whether tombstone `id` lies in an archived reply thread whose parent a completed operation

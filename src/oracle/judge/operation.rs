@@ -161,6 +161,9 @@ pub(crate) fn check(
     }
     let listed: BTreeSet<String> = op.rewound_message_ids.iter().cloned().collect();
     let mut fits = Vec::new();
+    if listed.is_empty() {
+        fits.push("not-recorded");
+    }
     if &listed == rewound {
         fits.push("every-rewound-message");
     }

@@ -672,6 +672,36 @@ fn a_cascade_may_be_listed_with_the_primary_boundary_only() {
 }
 
 #[test]
+fn an_operation_may_record_no_ids_and_is_then_held_to_its_target_and_notice() {
+    let seed = channel_with_thread("c-3", "alice");
+    let p = rewind(&seed, "alice", "c-3");
+    let (mut after, answer) = apply(&seed, &the_effect(&p), "op-1", Choices::default());
+    after.set(
+        "rewind_operations",
+        "op-1",
+        "rewound_message_ids",
+        json!([]),
+    );
+    let j = check(&seed, &after, &answer, &p);
+    assert_ok(&j);
+    assert_eq!(
+        j.readings().get(readings::OPERATION_REWOUND_IDS),
+        Some(&set(&["not-recorded"]))
+    );
+    assert_eq!(consistency(&after.state(), Some(&seed.state())), vec![]);
+    // Without the ids, a message of the cascaded thread left visible is still caught.
+    after.set("scope_messages", "t-1", "content", json!("back again"));
+    after.set("scope_messages", "t-1", "metadata", json!({}));
+    let violations = consistency(&after.state(), Some(&seed.state()));
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.to_string().contains("`t-1`") || v.to_string().contains("t-1")),
+        "{violations:?}"
+    );
+}
+
+#[test]
 fn other_scrubbed_shapes_and_suppressions_are_accepted() {
     let (seed, p, mut after, answer) = dm_rewound(Choices::default());
     let event = after

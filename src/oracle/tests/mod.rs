@@ -170,3 +170,42 @@ pub(super) fn assert_inconsistent(start: &Seed, after: &Seed, fragment: &str) {
         "no violation names {fragment:?}: {found:#?}"
     );
 }
+
+/// Every reading the oracle decides on its own is in the ambiguity register, step-wide on the
+/// spec model's step, with the reading ids the oracle reports.
+#[test]
+fn the_oracles_own_ambiguities_are_registered() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("features/ambiguities.yaml");
+    let register = crate::catalog::Register::load(&path).expect("the register loads");
+    for (id, _) in crate::oracle::ORACLE_AMBIGUITIES {
+        let entry = register
+            .get(id)
+            .unwrap_or_else(|| panic!("`{id}` is not in {}", path.display()));
+        assert!(
+            entry
+                .steps
+                .iter()
+                .any(|s| s == "the outcome is what the spec model predicts"),
+            "`{id}` must apply to the spec model's step"
+        );
+    }
+    for (id, readings) in [
+        (
+            "operation-rewound-ids",
+            &["every-rewound-message", "primary-boundary", "not-recorded"][..],
+        ),
+        (
+            "first-participation",
+            &["earliest-touch", "later-touch"][..],
+        ),
+        ("suppressed-row-payload", &["kept", "scrubbed"][..]),
+    ] {
+        let entry = register.get(id).expect("registered");
+        for reading in readings {
+            assert!(
+                entry.readings.iter().any(|r| r.id == *reading),
+                "`{id}` has no reading `{reading}`"
+            );
+        }
+    }
+}
