@@ -123,8 +123,11 @@ pub async fn post_in(
     .await
     .db("inserting the message")?;
     sqlx::query(
+        // `greatest`: a post that waited for the scope's lock started (and takes its time)
+        // before the one it waited for, whose later time must stay.
         "UPDATE scopes SET latest_seq = $2, latest_global_seq = greatest(latest_global_seq, $3), \
-         latest_message_at = now(), visible_last_message_at = now(), \
+         latest_message_at = greatest(latest_message_at, now()), \
+         visible_last_message_at = greatest(visible_last_message_at, now()), \
          visible_message_count = visible_message_count + 1 WHERE id = $1",
     )
     .bind(&message.scope_id)
