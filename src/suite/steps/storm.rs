@@ -251,7 +251,14 @@ async fn settled(world: &mut RewindWorld) -> anyhow::Result<()> {
         .fetch_one(world.pool()?)
         .await
         .context("reading pg_stat_activity")?;
-        if now + usize::try_from(waiting).unwrap_or(0) >= world.racing.len() {
+        // A rewind started before the racing ones waits on a lock too, or has finished.
+        let first = usize::from(
+            world
+                .started
+                .as_ref()
+                .is_some_and(|(_, t)| !t.is_finished()),
+        );
+        if now + usize::try_from(waiting).unwrap_or(0) >= world.racing.len() + first {
             return Ok(());
         }
         if now != answered || working > 0 || waiting == 0 {
