@@ -453,11 +453,17 @@ async fn one_operation_with_status(
 /// the other`: every rewind completed or was refused with one of the messages a rewind that
 /// overlapped another may get (drift, another rewind in progress, or, once its target was
 /// rewound, a refusal the spec does not word); at least one completed; and the database is
-/// what completing them one after the other makes ([`nothing_half_applied`]).
+/// what completing them one after the other makes ([`nothing_half_applied`]). With `, at most
+/// one completing per scope`, no two rewinds of one scope completed: they all asked for one
+/// target, which the first to complete took away from the others.
 #[then(
-    regex = r#"^the rewinds of scopes "([^"]+)" had one outcome each, as if run one after the other$"#
+    regex = r#"^the rewinds of scopes "([^"]+)" had one outcome each, as if run one after the other(, at most one completing per scope)?$"#
 )]
-async fn serial_outcomes(world: &mut RewindWorld, scopes: String) -> anyhow::Result<()> {
+async fn serial_outcomes(
+    world: &mut RewindWorld,
+    scopes: String,
+    one_per_scope: String,
+) -> anyhow::Result<()> {
     let scopes = id_list(&scopes);
     let allowed = vec![
         "rewind is blocked because newer activity changed the conversation".to_owned(),
@@ -469,6 +475,16 @@ async fn serial_outcomes(world: &mut RewindWorld, scopes: String) -> anyhow::Res
         "none of the {refused} rewinds of {scopes:?} completed: one of them ran first, and \
          nothing had changed its conversation then"
     );
+    if !one_per_scope.is_empty() {
+        for scope in &scopes {
+            let (won, _) = outcomes_of(world, std::slice::from_ref(scope), &allowed).await?;
+            ensure!(
+                won <= 1,
+                "{won} rewinds of scope `{scope}` completed: they all asked for the same \
+                 target, so whichever completed first left nothing for another"
+            );
+        }
+    }
     nothing_half_applied(world).await
 }
 
