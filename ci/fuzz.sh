@@ -4,13 +4,13 @@
 # (the other reading wherever the ambiguity register accepts several, which the spec model must
 # accept too).
 #
-#   ci/fuzz.sh                       # REWIND_FUZZ_CASES (300) cases of REWIND_FUZZ_SEED (0xc1)
+#   ci/fuzz.sh                       # REWIND_FUZZ_CASES (200) cases of REWIND_FUZZ_SEED (0xc1)
 #
 # Cases and shrunk failures go to target/ci/fuzz; the HTTP run's output to
 # target/ci/fuzz-http-run.log. Exit 0 only when every case passed both ways.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cases=${REWIND_FUZZ_CASES:-300}
+cases=${REWIND_FUZZ_CASES:-200}
 seed=${REWIND_FUZZ_SEED:-0xc1}
 cargo build --bin rewind-conformance -p rewind-conformance
 cargo build --bin rewind-reference-server -p rewind-reference

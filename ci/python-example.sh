@@ -14,6 +14,6 @@ ci/run-against-server.sh python-example --profile "$example/profile.yaml" -- \
     python3 "$example/adapter.py" --listen 127.0.0.1:0
 # The generated cases too: the spec model must pass a second implementation, not just the reference.
 REWIND_COMMAND=fuzz ci/run-against-server.sh python-example-fuzz --profile "$example/profile.yaml" \
-    --cases "${REWIND_FUZZ_CASES:-300}" --seed "${REWIND_FUZZ_SEED:-0xc1}" \
+    --cases "${REWIND_FUZZ_CASES:-200}" --seed "${REWIND_FUZZ_SEED:-0xc1}" \
     --out target/ci/python-example-fuzz -- \
     python3 "$example/adapter.py" --listen 127.0.0.1:0
