@@ -1,5 +1,6 @@
 //! [`SpecError`]: the refusals the spec defines, each with its verbatim message and a stable code.
 
+use crate::status::OperationStatus;
 use crate::variant::Variant;
 
 /// The message of a failed runtime restore under [`Variant::Alternative`] (section 9 gives this
@@ -134,7 +135,7 @@ pub enum RewindError {
         /// The operation that recorded the failure.
         operation_id: String,
         /// The status recorded for it.
-        status: crate::lifecycle::OperationStatus,
+        status: OperationStatus,
     },
     /// The suffix reached agents, and no runtime settings were given to reach their runtimes.
     #[error("runtime recovery is not configured (agents reached by the suffix: {agents})")]
@@ -313,7 +314,7 @@ mod tests {
                 message: "busy".into(),
             }),
             operation_id: "op".into(),
-            status: crate::lifecycle::OperationStatus::Failed,
+            status: OperationStatus::Failed,
         };
         assert_eq!(
             failed.answer_message(Variant::Recommended),
