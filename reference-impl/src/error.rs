@@ -1,5 +1,6 @@
 //! [`SpecError`]: the refusals the spec defines, each with its verbatim message and a stable code.
 
+use crate::restore_failure::RestoreFailure;
 use crate::status::OperationStatus;
 use crate::variant::Variant;
 
@@ -131,7 +132,7 @@ pub enum RewindError {
         /// Its runtime id.
         runtime: String,
         /// What went wrong.
-        failure: Box<crate::runtimes::RestoreFailure>,
+        failure: Box<RestoreFailure>,
         /// The operation that recorded the failure.
         operation_id: String,
         /// The status recorded for it.
@@ -309,7 +310,7 @@ mod tests {
         let failed = RewindError::RuntimeRestoreFailed {
             agent_id: "cody".into(),
             runtime: "codex".into(),
-            failure: Box::new(crate::runtimes::RestoreFailure::Busy {
+            failure: Box::new(RestoreFailure::Busy {
                 runtime: "codex",
                 message: "busy".into(),
             }),

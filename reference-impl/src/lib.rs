@@ -23,6 +23,7 @@ pub mod reads;
 pub mod realtime;
 pub mod recompute;
 pub mod recovery;
+pub mod restore_failure;
 pub mod runtimes;
 pub mod scrub;
 pub mod server;
