@@ -1,5 +1,7 @@
 //! [`SpecError`]: the refusals the spec defines, each with its verbatim message and a stable code.
 
+use crate::restore_failure::RestoreFailure;
+use crate::status::OperationStatus;
 use crate::variant::Variant;
 
 /// The message of a failed runtime restore under [`Variant::Alternative`] (section 9 gives this
@@ -130,11 +132,11 @@ pub enum RewindError {
         /// Its runtime id.
         runtime: String,
         /// What went wrong.
-        failure: Box<crate::runtimes::RestoreFailure>,
+        failure: Box<RestoreFailure>,
         /// The operation that recorded the failure.
         operation_id: String,
         /// The status recorded for it.
-        status: crate::lifecycle::OperationStatus,
+        status: OperationStatus,
     },
     /// The suffix reached agents, and no runtime settings were given to reach their runtimes.
     #[error("runtime recovery is not configured (agents reached by the suffix: {agents})")]
@@ -308,12 +310,12 @@ mod tests {
         let failed = RewindError::RuntimeRestoreFailed {
             agent_id: "cody".into(),
             runtime: "codex".into(),
-            failure: Box::new(crate::runtimes::RestoreFailure::Busy {
+            failure: Box::new(RestoreFailure::Busy {
                 runtime: "codex",
                 message: "busy".into(),
             }),
             operation_id: "op".into(),
-            status: crate::lifecycle::OperationStatus::Failed,
+            status: OperationStatus::Failed,
         };
         assert_eq!(
             failed.answer_message(Variant::Recommended),

@@ -1,8 +1,28 @@
 //! Initiation guards (spec 3 and 4): pure checks over loaded message facts.
 
 use crate::error::SpecError;
-use crate::plan::MessageFacts;
 use crate::variant::Variant;
+
+/// A `scope_messages` row as the guards need it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct MessageFacts {
+    /// The message id.
+    pub id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// Its scope.
+    pub scope_id: String,
+    /// Its scope-local seq.
+    pub seq: i64,
+    /// human / agent / system / service / app.
+    pub author_kind: String,
+    /// The human author, for human messages.
+    pub author_user_id: Option<String>,
+    /// The agent author, for agent messages.
+    pub author_agent_id: Option<String>,
+    /// hot or cold.
+    pub storage_tier: String,
+}
 
 /// The target must be the initiator's own, human-authored, hot message.
 ///

@@ -23,18 +23,20 @@ pub mod reads;
 pub mod realtime;
 pub mod recompute;
 pub mod recovery;
+pub mod restore_failure;
 pub mod runtimes;
 pub mod scrub;
 pub mod server;
 mod service;
 pub mod sql;
+pub mod status;
 pub mod surfaces;
 pub mod variant;
 
 pub use error::{RewindError, SpecError};
-pub use lifecycle::OperationStatus;
 pub use plan::{RewindPlan, ScopeId, SuffixBoundary};
 pub use service::{Actor, RewindCommand, RewindOutcome, Rewinder};
+pub use status::OperationStatus;
 pub use variant::Variant;
 
 /// The spec schema, embedded: the tables and column names every implementation shares.

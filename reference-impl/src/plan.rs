@@ -11,6 +11,7 @@ use sqlx::PgConnection;
 
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::guards;
+pub use crate::guards::MessageFacts;
 use crate::sql::MESSAGE_NOT_REWOUND_SQL;
 use crate::variant::Variant;
 
@@ -109,27 +110,6 @@ pub struct RewindPlan {
     pub initiator_user_id: String,
     /// Agents the suffix reached (authors, delivery recipients, recovery-point holders).
     pub related_agent_ids: Vec<String>,
-}
-
-/// A `scope_messages` row as the guards need it.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct MessageFacts {
-    /// The message id.
-    pub id: String,
-    /// Its workspace.
-    pub workspace_id: String,
-    /// Its scope.
-    pub scope_id: String,
-    /// Its scope-local seq.
-    pub seq: i64,
-    /// human / agent / system / service / app.
-    pub author_kind: String,
-    /// The human author, for human messages.
-    pub author_user_id: Option<String>,
-    /// The agent author, for agent messages.
-    pub author_agent_id: Option<String>,
-    /// hot or cold.
-    pub storage_tier: String,
 }
 
 #[derive(Debug, sqlx::FromRow)]
