@@ -2,8 +2,8 @@
 //! [`SuiteReport`] (after the leak scan, the protocol-violation marking and the expectations):
 //!
 //! - [`junit`]: JUnit XML, one `<testcase>` per scenario (`--junit FILE`);
-//! - [`crate::results`]: the JSON results file, format version 2, with its schema in
-//!   `schemas/results.schema.json` (`--json FILE`);
+//! - [`json`]: the JSON results file, format version 2, with its schema in
+//!   `schemas/results.schema.json` (`--json FILE`; its records are [`crate::results`]'s);
 //! - [`markdown`]: a summary for a CI job summary or a pull-request comment (`--markdown FILE`);
 //! - [`html`]: the rule-by-rule matrix as one self-contained page (`--html FILE`);
 //! - the runtime restore fault matrix and the runtime compatibility matrix, as Markdown
@@ -12,6 +12,7 @@
 //! and `--report-dir DIR` writes all of them at once under fixed names ([`Kind::file_name`]).
 
 pub mod html;
+pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod rules;
@@ -424,7 +425,7 @@ impl<'a> RunData<'a> {
     pub fn render(&self, kind: Kind) -> anyhow::Result<String> {
         Ok(match kind {
             Kind::Junit => junit::render(self),
-            Kind::Json => crate::results::render(self)?,
+            Kind::Json => json::render(self)?,
             Kind::Markdown => markdown::render(self),
             Kind::Html => html::render(self),
             Kind::FaultMatrix => fault_matrix_markdown(self.faults),

@@ -1,0 +1,325 @@
+//! The arguments of each command (clap's structs), their value parsers and the checks of what
+//! they ask for that need no file: the PostgreSQL to use, the filters, the concurrency.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use rewind_conformance::postgres::PostgresChoice;
+use rewind_conformance::sut::http::HttpSut;
+use rewind_conformance::sut::reference::ReferenceSut;
+use rewind_conformance::sut::SystemUnderTest;
+
+use super::usage;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct SmokeArgs {
+    /// The server's base URL (`http://127.0.0.1:8080`), or `reference`.
+    #[arg(long, env = "REWIND_SUT_URL", value_parser = parse_sut)]
+    pub(super) sut: SutTarget,
+    /// Use the PostgreSQL server at this URL instead of an embedded one.
+    #[arg(long, env = "REWIND_DATABASE_URL")]
+    pub(super) database_url: Option<String>,
+    /// How long the harness waits for one call, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(super) request_timeout: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct CompareArgs {
+    /// The first results file (e.g. the in-process run).
+    pub(super) expected: PathBuf,
+    /// The second results file (e.g. the same suite over HTTP).
+    pub(super) actual: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PostgresWay {
+    /// An ephemeral cluster from the local PostgreSQL binaries.
+    Embedded,
+    /// A testcontainers container (build with `--features containers`).
+    Container,
+    /// The server of `--database-url`.
+    Url,
+}
+
+/// Which implementation a run drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SutTarget {
+    /// The reference implementation, linked in process.
+    Reference,
+    /// A server speaking driver protocol v1 at this base URL.
+    Http(String),
+}
+
+impl SutTarget {
+    /// How reports name it.
+    pub(super) fn label(&self) -> &str {
+        match self {
+            SutTarget::Http(url) => url,
+            SutTarget::Reference => "reference",
+        }
+    }
+
+    /// The implementation; the reference stands in for a deployment with exactly `runtimes`
+    /// (`None`: all it knows).
+    pub(super) fn make(
+        &self,
+        runtimes: Option<Vec<String>>,
+        request_timeout: Duration,
+    ) -> anyhow::Result<Arc<dyn SystemUnderTest>> {
+        Ok(match self {
+            SutTarget::Reference => Arc::new(ReferenceSut::new(runtimes)),
+            SutTarget::Http(url) => Arc::new(HttpSut::new(url, request_timeout)?),
+        })
+    }
+}
+
+fn parse_sut(text: &str) -> Result<SutTarget, String> {
+    if text == "reference" {
+        return Ok(SutTarget::Reference);
+    }
+    if text.starts_with("http://") || text.starts_with("https://") {
+        return Ok(SutTarget::Http(text.to_owned()));
+    }
+    Err(format!(
+        "`{text}` is neither `reference` nor a server URL (e.g. `http://127.0.0.1:8080`)"
+    ))
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Paths {
+    /// A `*.feature` file, or a directory of them.
+    #[arg(long, default_value = "features")]
+    pub(crate) features: PathBuf,
+    /// The rule catalog.
+    #[arg(long, default_value = "features/rules.yaml")]
+    pub(super) catalog: PathBuf,
+    /// Rules no black-box scenario can check, with reasons.
+    #[arg(long, default_value = "features/untestable.yaml")]
+    pub(super) untestable: PathBuf,
+    /// Rules that wait for a piece of harness work, each naming it (`waits_for`).
+    #[arg(long, default_value = "features/pending.yaml")]
+    pub(super) pending: PathBuf,
+    /// The ambiguity register: what the spec leaves open and which readings the steps accept.
+    #[arg(long, default_value = "features/ambiguities.yaml")]
+    pub(super) ambiguities: PathBuf,
+    /// The leak scan's allow-list: the columns where the spec lets a rewound message's text
+    /// stay, each with the rule that allows it.
+    #[arg(long, default_value = "features/leak-allow.yaml")]
+    pub(super) leak_allow: PathBuf,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) paths: Paths,
+    /// Directory of YAML fixtures.
+    #[arg(long, default_value = "fixtures")]
+    pub(crate) fixtures: PathBuf,
+    /// Use the PostgreSQL server at this URL (each run creates and drops its own databases).
+    #[arg(long, env = "REWIND_DATABASE_URL")]
+    database_url: Option<String>,
+    /// How to get PostgreSQL; `--database-url` implies `url`.
+    #[arg(long, value_enum)]
+    postgres: Option<PostgresWay>,
+    /// The implementation under test: `reference` (linked in process) or the base URL of a
+    /// server speaking driver protocol v1 (`http://127.0.0.1:8080`).
+    #[arg(long, env = "REWIND_SUT_URL", default_value = "reference", value_parser = parse_sut)]
+    pub(super) sut: SutTarget,
+    /// How long the harness waits for one call to the implementation's server, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(super) request_timeout: u64,
+    /// How long the implementation may spend on one agent's native restore, in milliseconds
+    /// (handed to it at attach; a planted hang fault never answers, so this limit ends it).
+    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub(super) restore_timeout_ms: u64,
+    /// The implementation's capability profile (YAML: `runtimes`, `surfaces`); default: the
+    /// harness's cargo features (all of them unless built with `--no-default-features`).
+    #[arg(long, env = "REWIND_PROFILE", value_name = "FILE")]
+    pub(super) profile: Option<PathBuf>,
+    /// Known failures of the implementation (YAML `expected_failures`, each with a reason): they
+    /// do not fail the run, but a listed scenario that passes does.
+    #[arg(long, env = "REWIND_EXPECTATIONS", value_name = "FILE")]
+    pub(super) expectations: Option<PathBuf>,
+    /// Write every scenario's outcome here as JSON (see `compare`).
+    #[arg(long, env = "REWIND_JSON", value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+    /// Only scenarios matching this tag expression (e.g. `@rule:init.human-only`).
+    #[arg(short = 't', long)]
+    pub(super) tags: Option<String>,
+    /// Only scenarios whose name matches this regex.
+    #[arg(short = 'n', long)]
+    pub(super) name: Option<String>,
+    /// Scenarios run at once, each on its own database: from 1 to 4 per CPU (at least 8, at
+    /// most 32; each scenario holds up to 8 PostgreSQL connections).
+    #[arg(short = 'c', long, default_value_t = 8, value_parser = parse_concurrency, allow_hyphen_values = true)]
+    pub(super) concurrency: usize,
+    /// Write a JUnit XML report here (one test case per scenario, from the final verdicts:
+    /// leak-scan failures and protocol violations included).
+    #[arg(long, value_name = "FILE")]
+    pub(super) junit: Option<PathBuf>,
+    /// Write the runtime restore fault matrix (runtime x fault kind) here, as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub(super) fault_matrix: Option<PathBuf>,
+    /// Write the runtime compatibility matrix (runtime x release x strategy step: what each
+    /// runtime answered the implementation) here, as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub(super) compat_matrix: Option<PathBuf>,
+    /// Write a Markdown summary here (counts, failures first, the rule matrix folded): for a
+    /// CI job summary or a pull-request comment.
+    #[arg(long, value_name = "FILE")]
+    pub(super) markdown: Option<PathBuf>,
+    /// Write the rule-by-rule matrix here as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub(super) html: Option<PathBuf>,
+    /// Write every report into this directory: `junit.xml`, `results.json`, `summary.md`,
+    /// `rules.html`, `fault-matrix.md`, `compat-matrix.md`.
+    #[arg(long, value_name = "DIR")]
+    pub(super) report_dir: Option<PathBuf>,
+    /// Stop at the first failing scenario.
+    #[arg(long)]
+    pub(super) fail_fast: bool,
+    /// Only scenarios tagged with this catalog rule id (`--rule init.human-only`); repeat it for
+    /// several (a scenario of any of them is run). Combines with `--tags` and `--name`.
+    #[arg(long = "rule", value_name = "RULE_ID")]
+    pub(super) rules: Vec<String>,
+    /// Print the scenarios the filters (and `--shard`) select, with their rules, and exit
+    /// without starting PostgreSQL or the implementation.
+    #[arg(long)]
+    pub(super) list: bool,
+    /// Run one shard of the selection: `I/N` is the I-th of N (1-based). The N shards of one
+    /// selection hold every scenario exactly once, the same on every machine.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub(super) shard: Option<crate::suite::shard::ShardSpec>,
+    /// A previous run's results file (`--json`, or `results.json` of `--report-dir`): its
+    /// scenario durations balance the shards by time instead of by count.
+    #[arg(
+        long,
+        env = "REWIND_DURATIONS",
+        value_name = "FILE",
+        requires = "shard"
+    )]
+    pub(super) durations: Option<PathBuf>,
+    /// Keep every scenario database after the run, for debugging, and print their names and how
+    /// to connect (the embedded PostgreSQL or the container is left running).
+    #[arg(long)]
+    pub(super) keep_databases: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct CoverageArgs {
+    #[command(flatten)]
+    pub(super) paths: Paths,
+    /// Directory of YAML fixtures: each must be used by a scenario.
+    #[arg(long, default_value = "fixtures")]
+    pub(super) fixtures: PathBuf,
+    /// Fail on every hole (exit 1): a rule with no scenario that neither the untestable nor the
+    /// pending list accounts for, a section 9 message no step asserts verbatim, a fixture no
+    /// scenario uses. Without it they are warnings.
+    #[arg(long)]
+    pub(super) strict: bool,
+}
+
+/// The most scenarios a run may have at once on this machine: 4 per CPU, at least 8 (the
+/// default) and at most 32. Each scenario holds up to 8 PostgreSQL connections (the embedded
+/// server allows 300) and its own mock runtime processes; beyond the bound scenarios queue for
+/// CPU inside the timed implementation calls.
+fn max_concurrency() -> usize {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    (cpus * 4).clamp(8, 32)
+}
+
+fn parse_concurrency(text: &str) -> Result<usize, String> {
+    let max = max_concurrency();
+    let n: i64 = text.trim().parse().map_err(|_| {
+        format!("`{text}` is not a whole number; give a number of scenarios from 1 to {max}")
+    })?;
+    if n < 1 {
+        return Err(format!(
+            "{n} would run no scenario; give at least 1 (at most {max} on this machine)"
+        ));
+    }
+    match usize::try_from(n) {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "{n} is more than this machine's limit of {max} scenarios at a time (4 per CPU, at \
+             least 8, at most 32: each scenario holds up to 8 PostgreSQL connections, and more \
+             would only queue inside the timed calls); give at most {max}"
+        )),
+    }
+}
+
+/// The directory the register's scenario names are relative to.
+pub(super) fn features_dir(features: &std::path::Path) -> &std::path::Path {
+    if features.is_file() {
+        features.parent().unwrap_or(features)
+    } else {
+        features
+    }
+}
+
+pub(super) fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> {
+    match (args.postgres, &args.database_url) {
+        (Some(PostgresWay::Embedded), _) => Ok(PostgresChoice::Embedded),
+        (Some(PostgresWay::Container), _) => Ok(PostgresChoice::Container),
+        (Some(PostgresWay::Url) | None, Some(url)) => Ok(PostgresChoice::Url(url.clone())),
+        (None, None) => Ok(PostgresChoice::Embedded),
+        (Some(PostgresWay::Url), None) => Err(usage(
+            "`--postgres url` needs a server URL: add `--database-url postgres://USER@HOST:PORT/DB` \
+             (or set `REWIND_DATABASE_URL`), or drop `--postgres url` to use the embedded default",
+        )),
+    }
+}
+
+/// The run's filters, parsed.
+pub(super) struct Filters {
+    pub(super) tags: Option<cucumber::gherkin::tagexpr::TagOperation>,
+    pub(super) name: Option<regex::Regex>,
+}
+
+/// `--shard I/N`.
+fn parse_shard(text: &str) -> Result<crate::suite::shard::ShardSpec, String> {
+    text.parse()
+}
+
+/// The tag expression the run filters by: `--tags`, and any of the `--rule` ids.
+pub(super) fn effective_tags(args: &RunArgs) -> Option<String> {
+    let rules = (!args.rules.is_empty()).then(|| {
+        args.rules
+            .iter()
+            .map(|r| format!("@rule:{}", r.trim_start_matches("@rule:")))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    });
+    match (&args.tags, rules) {
+        (Some(tags), Some(rules)) => Some(format!("({tags}) and ({rules})")),
+        (Some(tags), None) => Some(tags.clone()),
+        (None, rules) => rules,
+    }
+}
+
+pub(super) fn parse_filters(args: &RunArgs) -> anyhow::Result<Filters> {
+    let tags = match &effective_tags(args) {
+        Some(text) => Some(text.parse().map_err(|e| {
+            usage(format!(
+                "`--tags {text}` is not a tag expression: {e} (e.g. `@rule:init.human-only`, \
+                 `@rule:a or @rule:b`, `not @slow`)"
+            ))
+        })?),
+        None => None,
+    };
+    let name = match &args.name {
+        Some(text) => Some(regex::Regex::new(text).map_err(|e| {
+            usage(format!(
+                "`--name {text}` is not a regular expression:\n  {}",
+                e.to_string().trim().replace('\n', "\n  ")
+            ))
+        })?),
+        None => None,
+    };
+    Ok(Filters { tags, name })
+}

@@ -1,0 +1,174 @@
+//! The command line: the parser, the dispatch to each command and the exit codes. The rest
+//! lives in submodules: the arguments in [`args`], a run from start to exit code in
+//! [`lifecycle`], the scenarios it executes in [`selection`], its report files in
+//! [`report_files`], what it prints at the end in [`summary`], the `coverage` command in
+//! [`coverage`].
+//!
+//! Exit codes (one place, documented in the README):
+//! - 0: every selected scenario passed (or the coverage gate passed);
+//! - 1: conformance failures (a scenario failed or a step matched nothing; coverage gaps under
+//!   `--strict`);
+//! - 2: bad usage (unknown flag, bad value, a tag expression or name regex that does not parse
+//!   or selects no scenario, an output path that cannot be written, `--concurrency` out of
+//!   bounds);
+//! - 3: the harness itself could not run (no PostgreSQL, an unreadable or invalid catalog,
+//!   feature, fixture, profile or expectations file, a scenario tagged with a rule id the
+//!   catalog lacks or naming a fixture that does not exist, an implementation URL nothing
+//!   answers on);
+//! - 4: protocol violations: the implementation's server answered outside driver protocol v1
+//!   (another version, a body that is not JSON or off the schema), whatever else failed;
+//! - 128 + the signal's number when SIGHUP (129), SIGINT (130) or SIGTERM (143) ended the run,
+//!   after it stopped everything it had started.
+//!
+//! Everything that can be checked is checked before PostgreSQL starts.
+
+mod args;
+mod coverage;
+mod lifecycle;
+mod report_files;
+mod selection;
+mod summary;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) use args::RunArgs;
+pub(crate) use lifecycle::{prepare, run_on_server, SuiteInputs};
+
+use args::{CompareArgs, CoverageArgs, SmokeArgs};
+
+const EXIT_FAILURES: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_HARNESS: u8 = 3;
+const EXIT_PROTOCOL: u8 = 4;
+
+/// How a command ended, when it ran to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Passed,
+    Failed,
+    ProtocolViolation,
+}
+
+/// Conformance harness for the conversation Rewind operation.
+#[derive(Debug, Parser)]
+#[command(name = "rewind-conformance", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the Gherkin suite against an implementation.
+    Run(Box<RunArgs>),
+    /// The coverage gate: check the rule tags and the untestable and pending lists, and report
+    /// the holes (rules without a scenario, unasserted error messages, unused fixtures).
+    Coverage(CoverageArgs),
+    /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
+    Compare(CompareArgs),
+    /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
+    /// trivial rewind, its events, detach.
+    Smoke(SmokeArgs),
+    /// Print the step library's reference (Markdown, generated from the step definitions;
+    /// the committed copy is `docs/STEPS.md`).
+    Steps,
+    /// Generate conversations, rewind each once and judge every outcome with the spec model;
+    /// shrink and save each failing case as a fixture and a scenario `run` re-runs.
+    Fuzz(Box<crate::fuzzing::FuzzArgs>),
+}
+
+/// Parses the command line, runs the command and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                // sqlx warns about every connection a database fault scenario breaks (the
+                // in-process reference's pool sees them); the scenario reports what matters.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Coverage(args) => coverage::coverage(&args).map(passed_if),
+        Command::Compare(args) => {
+            crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
+        }
+        Command::Steps => crate::step_reference::markdown()
+            .map_err(anyhow::Error::msg)
+            .map(|text| {
+                print!("{text}");
+                Outcome::Passed
+            }),
+        Command::Smoke(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(lifecycle::smoke(args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
+        Command::Run(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(lifecycle::run(*args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
+        Command::Fuzz(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(crate::fuzzing::fuzz(*args)),
+            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+        },
+    };
+    match result {
+        Ok(Outcome::Passed) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILURES),
+        Ok(Outcome::ProtocolViolation) => ExitCode::from(EXIT_PROTOCOL),
+        Err(e) if e.downcast_ref::<HandshakeRefused>().is_some() => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_PROTOCOL)
+        }
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("error: {e}");
+            eprintln!("\nFor more information, try '--help'.");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) => {
+            let mut shown = e.to_string();
+            eprintln!("error: {shown}");
+            // Library errors already quote their source; print only causes not yet said.
+            for cause in e.chain().skip(1) {
+                // A server error in the harness's words, without sqlx's `at line N` (a line
+                // of PostgreSQL's C source that reads like one of the user's input).
+                let text = match cause.downcast_ref::<sqlx::Error>() {
+                    Some(error) => {
+                        rewind_conformance::postgres::ProvisionError::describe_driver_error(error)
+                    }
+                    None => cause.to_string(),
+                };
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown = text;
+                }
+            }
+            ExitCode::from(EXIT_HARNESS)
+        }
+    }
+}
+
+fn passed_if(ok: bool) -> Outcome {
+    if ok {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    }
+}
+
+/// The command line asks for something that cannot be (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// The implementation's server does not speak driver protocol v1 (reported in one line).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct HandshakeRefused(String);

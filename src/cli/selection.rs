@@ -1,0 +1,126 @@
+//! Which scenarios of the selection a run executes: its shard (`--shard`, balanced by
+//! `--durations`), and the `--list` listing of them with their rules.
+
+use rewind_conformance::catalog::Catalog;
+
+use super::args::RunArgs;
+use super::usage;
+
+/// The scenarios this run executes when it is one shard of a split run (`None`: every selected
+/// one), and how many scenarios it will finish.
+pub(super) fn shard_of_selection(
+    args: &RunArgs,
+    selected: &[crate::suite::selection::Selected],
+) -> anyhow::Result<(
+    Option<std::collections::HashSet<crate::suite::shard::Key>>,
+    usize,
+)> {
+    use crate::suite::shard::{assign, load_durations, Key};
+    let keys: Vec<Key> = selected
+        .iter()
+        .flat_map(|s| {
+            let feature = crate::suite::applicability::relative_to_cwd(&s.path)
+                .display()
+                .to_string();
+            s.units.iter().map(move |u| Key {
+                feature: feature.clone(),
+                line: u.line,
+            })
+        })
+        .collect();
+    let Some(spec) = args.shard else {
+        return Ok((None, keys.len()));
+    };
+    let durations = args.durations.as_deref().map(load_durations).transpose()?;
+    let shard_of = assign(&keys, spec.count, durations.as_ref());
+    let mine: std::collections::HashSet<Key> = keys
+        .iter()
+        .zip(&shard_of)
+        .filter(|(_, shard)| **shard + 1 == spec.index)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if mine.is_empty() {
+        return Err(usage(format!(
+            "shard {spec} holds no scenario: the filters select {} scenario{}, fewer than {} \
+             shards (use fewer shards)",
+            keys.len(),
+            if keys.len() == 1 { "" } else { "s" },
+            spec.count
+        )));
+    }
+    let count = mine.len();
+    let loads = crate::suite::shard::loads(&keys, &shard_of, spec.count, durations.as_ref());
+    let balance = match &durations {
+        Some(_) => {
+            let secs: Vec<String> = loads
+                .values()
+                .map(|(_, ms)| format!("{:.0}s", ms / 1000.0))
+                .collect();
+            format!("recorded work per shard {}", secs.join(" / "))
+        }
+        None => "no durations: balanced by count".to_owned(),
+    };
+    eprintln!(
+        "shard {spec}: {count} of {} scenarios ({balance})",
+        keys.len()
+    );
+    Ok((Some(mine), count))
+}
+
+/// `--list`: the selected scenarios (one line each, with their rules), then the rules they
+/// check, on stdout.
+pub(super) fn print_list(
+    args: &RunArgs,
+    selected: &[crate::suite::selection::Selected],
+    only: Option<&std::collections::HashSet<crate::suite::shard::Key>>,
+    catalog: &Catalog,
+) {
+    let mut rules = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for s in selected {
+        let feature = crate::suite::applicability::relative_to_cwd(&s.path)
+            .display()
+            .to_string();
+        for unit in &s.units {
+            let key = crate::suite::shard::Key {
+                feature: feature.clone(),
+                line: unit.line,
+            };
+            if only.is_some_and(|o| !o.contains(&key)) {
+                continue;
+            }
+            let ids: Vec<&str> = unit
+                .tags
+                .iter()
+                .filter_map(|t| t.strip_prefix("rule:"))
+                .collect();
+            rules.extend(ids.iter().map(|r| (*r).to_owned()));
+            println!(
+                "{feature}:{} {}  [{}]",
+                unit.line,
+                unit.name,
+                ids.join(", ")
+            );
+            count += 1;
+        }
+    }
+    let shard = args
+        .shard
+        .map(|s| format!(" in shard {s}"))
+        .unwrap_or_default();
+    println!(
+        "\n{count} scenario{}{shard}, checking {} rule{}:",
+        if count == 1 { "" } else { "s" },
+        rules.len(),
+        if rules.len() == 1 { "" } else { "s" }
+    );
+    for id in &rules {
+        let text = catalog
+            .rules()
+            .iter()
+            .find(|r| &r.id == id)
+            .map(|r| r.text.as_str())
+            .unwrap_or("");
+        println!("  {id}  {text}");
+    }
+}
