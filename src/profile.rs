@@ -15,8 +15,9 @@
 //! runtimes: [claude, opencode]
 //! surfaces: [read-state, message-sync]
 //! # Optional: the machine code of each section 9 refusal (catalog error rule id -> code).
-//! # Declared codes are required; without a declaration any codes pass that are consistent
-//! # within the run (one code per error, distinct errors distinct codes).
+//! # Declared codes are required, in every scenario; without a declaration any codes pass
+//! # that are consistent (one code per error, distinct errors distinct codes): within each
+//! # scenario, and across the run as a finding of the run that changes no scenario's verdict.
 //! errorCodes:
 //!   err.other-human-message: OTHER_HUMAN
 //! # Optional: the Codex release the Codex mock imitates (default: the current one the mock

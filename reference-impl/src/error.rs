@@ -195,8 +195,18 @@ impl RewindError {
     /// The message an API answer carries under `variant`: a refusal's verbatim section 9 text
     /// (or its own, for the unworded ones), and for a failed runtime restore the failure's
     /// description ([`Variant::Recommended`]) or [`ALTERNATIVE_RESTORE_FAILED_MESSAGE`].
+    /// [`Variant::Alternative`] words the refusal of a non-human initiator, which the spec leaves
+    /// unworded, with a section 9 message ("message must be your own human-authored message")
+    /// under a code of its own: the spec allows any wording there.
     pub fn answer_message(&self, variant: Variant) -> String {
         match (self, variant) {
+            (
+                RewindError::Refused {
+                    error: SpecError::InitiatorNotHuman,
+                    ..
+                },
+                Variant::Alternative,
+            ) => SpecError::NotOwnHumanMessage.to_string(),
             (RewindError::Refused { error, .. }, _)
             | (
                 RewindError::RepairRequired {
@@ -304,8 +314,20 @@ mod tests {
                     error,
                     operation_id: None,
                 };
-                assert_eq!(refused.answer_message(variant), error.to_string());
+                let expected = match (error, variant) {
+                    (SpecError::InitiatorNotHuman, Variant::Alternative) => {
+                        SpecError::NotOwnHumanMessage
+                    }
+                    _ => error,
+                };
+                assert_eq!(refused.answer_message(variant), expected.to_string());
             }
+            // The reused message keeps the unworded refusal's own code.
+            assert_ne!(
+                RewindError::refused(SpecError::InitiatorNotHuman).code_for(variant),
+                RewindError::refused(SpecError::NotOwnHumanMessage).code_for(variant)
+            );
+            {}
         }
         let failed = RewindError::RuntimeRestoreFailed {
             agent_id: "cody".into(),

@@ -27,7 +27,9 @@
 //!     ([`crate::realtime::publish_rewound`]);
 //! 12. `rewoundMessageIds` lists the primary boundary only (`Rewinder::rewind`);
 //! 13. the plan is made under the scope's row lock, which is taken before planning
-//!     (`Rewinder::plan_and_begin`).
+//!     (`Rewinder::plan_and_begin`);
+//! 14. the refusal of a non-human initiator, which the spec does not word, reuses a section 9
+//!     message under its own code ([`crate::RewindError::answer_message`]).
 
 use std::fmt;
 use std::str::FromStr;

@@ -348,6 +348,12 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
                 entry.at, entry.feature, entry.scenario
             )
         })
+        .chain(
+            report
+                .code_conflicts
+                .iter()
+                .map(|c| format!("refusal codes disagree between scenarios: {c}")),
+        )
         .collect();
     let data = crate::reports::RunData::new(
         &stats.sut,
@@ -368,7 +374,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     written?;
     Ok(if report.counts().violations > 0 {
         Outcome::ProtocolViolation
-    } else if report.fails() || !stale.is_empty() {
+    } else if report.fails() || !stale.is_empty() || !report.code_conflicts.is_empty() {
         Outcome::Failed
     } else {
         Outcome::Passed

@@ -97,9 +97,19 @@ pub(super) fn print_summary(
         }
     }
     if !report.refusal_codes.is_empty() {
-        println!("  refusal codes answered (consistent within the run):");
+        println!("  refusal codes answered:");
         for (message, code) in &report.refusal_codes {
             println!("    {code:<30} {message}");
+        }
+    }
+    if !report.code_conflicts.is_empty() {
+        println!(
+            "  refusal codes disagree between scenarios (a finding of the run, which fails it; \
+             no scenario's verdict changes: declare `errorCodes` in the capability profile to \
+             have each scenario check its own codes):"
+        );
+        for conflict in &report.code_conflicts {
+            println!("    {conflict}");
         }
     }
     let median = |mut v: Vec<Duration>| {
@@ -198,9 +208,13 @@ pub(super) fn print_summary(
         );
     }
     println!(
-        "conformance: {} passed, {} failed, {} skipped",
+        "conformance: {} passed, {} failed, {} skipped{}",
         counts.passed,
         counts.failed + counts.violations + counts.unexpected_passes,
-        counts.skipped
+        counts.skipped,
+        match report.code_conflicts.len() {
+            0 => String::new(),
+            n => format!("; {n} refusal code conflicts between scenarios"),
+        }
     );
 }

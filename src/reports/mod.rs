@@ -589,6 +589,7 @@ pub(crate) mod tests {
                 tags: vec!["rule:read.c".to_owned()],
             }],
             refusal_codes: [("no".to_owned(), "E_NO".to_owned())].into(),
+            code_conflicts: Vec::new(),
         }
     }
 

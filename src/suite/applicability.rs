@@ -548,10 +548,15 @@ impl<I: AsRef<std::path::Path>> Parser<I> for ProfileParser {
     }
 }
 
-/// `path` relative to the working directory (with `..` where needed), so that it reads the same
-/// in every report and resolves from where the run started; unchanged when it cannot be.
+/// `path` as the run shows it: relative to the suite's root when the suite came from elsewhere
+/// (the built-in suite, `--suite DIR`: `features/apply.feature` whatever the directory), else
+/// relative to the working directory (with `..` where needed), so that it reads the same in
+/// every report and resolves from where the run started; unchanged when it cannot be.
 pub fn relative_to_cwd(path: &std::path::Path) -> std::path::PathBuf {
     use std::path::{Component, PathBuf};
+    if let Some(shown) = rewind_conformance::bundled::shown_path(path) {
+        return shown;
+    }
     let Ok(cwd) = std::env::current_dir() else {
         return path.to_path_buf();
     };

@@ -106,6 +106,8 @@ pub struct SuiteReport {
     pub not_applicable: Vec<applicability::NotApplicable>,
     /// Section 9 message to the code the implementation gave it in this run.
     pub refusal_codes: std::collections::BTreeMap<String, String>,
+    /// Refusal codes that disagree between scenarios (a finding of the run, not of a scenario).
+    pub code_conflicts: Vec<String>,
 }
 
 /// Scenario counts by verdict.
@@ -428,6 +430,7 @@ pub async fn run_suite(
         .lock()
         .map(|r| r.clone())
         .unwrap_or_else(|p| p.into_inner().clone());
+    let review = context.codes.lock().map(|c| c.review()).unwrap_or_default();
     Ok(SuiteReport {
         record,
         not_applicable: context
@@ -436,10 +439,7 @@ pub async fn run_suite(
             .into_iter()
             .filter(selected)
             .collect(),
-        refusal_codes: context
-            .codes
-            .lock()
-            .map(|c| c.spec_codes())
-            .unwrap_or_default(),
+        refusal_codes: review.spec_codes,
+        code_conflicts: review.conflicts,
     })
 }

@@ -1,11 +1,19 @@
 //! What an implementation chose where the spec leaves a choice: the readings of the ambiguity
-//! register it took ([`Readings`]), and the machine codes it gives each refusal ([`CodeTable`]).
+//! register it took ([`Readings`]), and the machine codes it gives each refusal ([`CodeTable`],
+//! [`RunCodes`]).
 //!
-//! Section 9 defines refusal *messages*; the codes are the implementation's. Within one run the
-//! codes must still be consistent: one code per section 9 message, distinct messages distinct
-//! codes, and no other refusal (a failed restore, an unworded refusal) reusing a section 9
-//! message's code. A capability profile may declare its codes (`errorCodes:`); then the declared
-//! code is required.
+//! Section 9 defines refusal *messages*; the codes are the implementation's. They must still be
+//! consistent: one code per section 9 message, distinct messages distinct codes, and no other
+//! refusal (a failed restore) reusing a section 9 message's code. A refusal the spec does not
+//! word (register entry `unworded-refusals`: a non-human initiator, a target that is gone) may
+//! carry any message and code, so it is not recorded at all.
+//!
+//! A scenario's verdict never depends on which other scenarios ran: a scenario checks its own
+//! refusals against each other ([`CodeTable`], one per scenario) and against the codes the
+//! capability profile declares (`errorCodes:`). Across scenarios, the run's refusals are
+//! compared once at the end ([`RunCodes::review`], in a fixed order): a conflict there is a
+//! finding of the run, not of a scenario. Declaring `errorCodes` turns every code check into a
+//! per-scenario one.
 
 use std::collections::BTreeMap;
 
@@ -100,6 +108,62 @@ impl CodeTable {
     }
 }
 
+/// One refusal as the run saw it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Observation {
+    scenario: String,
+    message: String,
+    code: String,
+    spec_message: bool,
+}
+
+/// Every refusal code the run's scenarios recorded, compared across scenarios at the end.
+#[derive(Debug, Default)]
+pub struct RunCodes {
+    seen: std::collections::BTreeSet<Observation>,
+}
+
+/// What [`RunCodes::review`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CodeReview {
+    /// Section 9 message to the code the implementation gave it (the first in the fixed order
+    /// where it gave several).
+    pub spec_codes: BTreeMap<String, String>,
+    /// Each inconsistency between scenarios, in words.
+    pub conflicts: Vec<String>,
+}
+
+impl RunCodes {
+    /// Records a refusal a scenario accepted (after its own checks).
+    pub fn record(&mut self, message: &str, code: &str, spec_message: bool, scenario: &str) {
+        self.seen.insert(Observation {
+            scenario: scenario.to_owned(),
+            message: message.to_owned(),
+            code: code.to_owned(),
+            spec_message,
+        });
+    }
+
+    /// Compares the recorded refusals with each other, in an order fixed by their contents (not
+    /// by when the scenarios ran), so that the same refusals always give the same findings.
+    pub fn review(&self) -> CodeReview {
+        let mut table = CodeTable::default();
+        let mut conflicts = Vec::new();
+        for o in &self.seen {
+            if let Err(e) = table.observe(&o.message, &o.code, o.spec_message, None, &o.scenario) {
+                let finding = format!("scenario `{}`: {e}", o.scenario);
+                if !conflicts.contains(&finding) {
+                    conflicts.push(finding);
+                }
+            }
+        }
+        CodeReview {
+            spec_codes: table.spec_codes(),
+            conflicts,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +189,40 @@ mod tests {
         let err = table.observe("d", "X", true, Some("D"), "s8").unwrap_err();
         assert!(err.contains("declares `D`"), "{err}");
         assert_eq!(table.spec_codes().len(), 1);
+    }
+
+    #[test]
+    fn the_runs_review_does_not_depend_on_the_order_scenarios_ran_in() {
+        let observations = [
+            ("agent refused", "a", "own-code", true),
+            ("not own", "a", "not_own", true),
+            ("other human", "b", "other_human", true),
+            ("restore failed", "restore", "other_human", false),
+        ];
+        let mut forward = RunCodes::default();
+        for (scenario, message, code, spec) in observations {
+            forward.record(message, code, spec, scenario);
+        }
+        let mut backward = RunCodes::default();
+        for (scenario, message, code, spec) in observations.iter().rev() {
+            backward.record(message, code, *spec, scenario);
+        }
+        let review = forward.review();
+        assert_eq!(review, backward.review());
+        assert_eq!(review.conflicts.len(), 2, "{review:?}");
+        assert!(review.conflicts[0].contains("one section 9 error, one code"));
+        assert!(review.conflicts[1].contains("clients could not tell them apart"));
+    }
+
+    #[test]
+    fn consistent_refusals_give_no_finding() {
+        let mut run = RunCodes::default();
+        run.record("a", "A", true, "s1");
+        run.record("a", "A", true, "s2");
+        run.record("b", "B", true, "s2");
+        run.record("restore", "R", false, "s3");
+        let review = run.review();
+        assert!(review.conflicts.is_empty(), "{review:?}");
+        assert_eq!(review.spec_codes.len(), 2);
     }
 }

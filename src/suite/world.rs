@@ -17,7 +17,7 @@ use rewind_conformance::sut::{
 use sqlx::PgPool;
 
 pub use crate::suite::fault_matrix::FaultCell;
-use crate::suite::readings::{CodeTable, Readings};
+use crate::suite::readings::{CodeTable, Readings, RunCodes};
 pub use crate::suite::violations::Violations;
 use rewind_conformance::catalog::{Policy, Register};
 
@@ -55,8 +55,8 @@ pub struct RunContext {
     pub register: Register,
     /// Per scenario (feature path, line): the readings it took.
     pub readings: Mutex<Readings>,
-    /// The refusal codes the implementation has answered so far.
-    pub codes: Mutex<CodeTable>,
+    /// The refusal codes the scenarios accepted, compared across scenarios once the run ends.
+    pub codes: Mutex<RunCodes>,
     /// Where the spec lets a rewound message's text stay (the leak scan's allow-list).
     pub leak_allow: rewind_conformance::leak_scan::AllowList,
     /// Per scenario (feature path, line): what the leak scan found after its rewind.
@@ -160,6 +160,8 @@ pub struct RewindWorld {
     pub tags: Vec<String>,
     /// The readings of the ambiguity register this scenario's steps accepted.
     pub readings: BTreeMap<String, String>,
+    /// The refusal codes this scenario's implementation answered, checked against each other.
+    pub codes: Mutex<CodeTable>,
     /// Names given to messages that appeared during the scenario (a live message, a rewind
     /// notice), so later steps can name them like fixture messages.
     pub aliases: BTreeMap<String, String>,
