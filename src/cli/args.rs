@@ -88,36 +88,118 @@ fn parse_sut(text: &str) -> Result<SutTarget, String> {
     ))
 }
 
+/// Where the suite's files come from. Every path defaults to its place in the suite built into
+/// the binary (unpacked on first use, see `rewind_conformance::bundled`), or, with `--suite DIR`,
+/// in that directory; each flag overrides one path.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Paths {
-    /// A `*.feature` file, or a directory of them.
-    #[arg(long, default_value = "features")]
-    pub(crate) features: PathBuf,
-    /// The rule catalog.
-    #[arg(long, default_value = "features/rules.yaml")]
-    pub(super) catalog: PathBuf,
-    /// Rules no black-box scenario can check, with reasons.
-    #[arg(long, default_value = "features/untestable.yaml")]
-    pub(super) untestable: PathBuf,
-    /// Rules that wait for a piece of harness work, each naming it (`waits_for`).
-    #[arg(long, default_value = "features/pending.yaml")]
-    pub(super) pending: PathBuf,
-    /// The ambiguity register: what the spec leaves open and which readings the steps accept.
-    #[arg(long, default_value = "features/ambiguities.yaml")]
-    pub(super) ambiguities: PathBuf,
+    /// A suite directory laid out as the repository (`features/` with `rules.yaml`,
+    /// `ambiguities.yaml`, ...; `fixtures/`): every path below defaults to its place in it
+    /// instead of the suite built into this binary.
+    #[arg(long, env = "REWIND_SUITE", value_name = "DIR")]
+    suite: Option<PathBuf>,
+    /// A `*.feature` file, or a directory of them [default: the suite's `features/`].
+    #[arg(long = "features", value_name = "PATH")]
+    features_flag: Option<PathBuf>,
+    /// The rule catalog [default: the suite's `features/rules.yaml`].
+    #[arg(long = "catalog", value_name = "FILE")]
+    catalog_flag: Option<PathBuf>,
+    /// Rules no black-box scenario can check, with reasons [default: the suite's
+    /// `features/untestable.yaml`].
+    #[arg(long = "untestable", value_name = "FILE")]
+    untestable_flag: Option<PathBuf>,
+    /// Rules that wait for a piece of harness work, each naming it (`waits_for`) [default: the
+    /// suite's `features/pending.yaml`].
+    #[arg(long = "pending", value_name = "FILE")]
+    pending_flag: Option<PathBuf>,
+    /// The ambiguity register: what the spec leaves open and which readings the steps accept
+    /// [default: the suite's `features/ambiguities.yaml`].
+    #[arg(long = "ambiguities", value_name = "FILE")]
+    ambiguities_flag: Option<PathBuf>,
     /// The leak scan's allow-list: the columns where the spec lets a rewound message's text
-    /// stay, each with the rule that allows it.
-    #[arg(long, default_value = "features/leak-allow.yaml")]
+    /// stay, each with the rule that allows it [default: the suite's `features/leak-allow.yaml`].
+    #[arg(long = "leak-allow", value_name = "FILE")]
+    leak_allow_flag: Option<PathBuf>,
+    /// Directory of YAML fixtures [default: the suite's `fixtures/`].
+    #[arg(long = "fixtures", value_name = "DIR")]
+    fixtures_flag: Option<PathBuf>,
+    /// The paths in use, once [`Paths::resolve`] has run.
+    #[arg(skip)]
+    pub(crate) features: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
+    pub(super) catalog: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
+    pub(super) untestable: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
+    pub(super) pending: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
+    pub(super) ambiguities: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
     pub(super) leak_allow: PathBuf,
+    /// See `features`.
+    #[arg(skip)]
+    pub(crate) fixtures: PathBuf,
+}
+
+impl Paths {
+    /// Fills in the paths in use: each flag given, else its place in `--suite DIR`, else in the
+    /// built-in suite (unpacked now). Scenario paths are then shown relative to the suite's root.
+    pub(super) fn resolve(&mut self) -> anyhow::Result<()> {
+        let root: PathBuf = match &self.suite {
+            Some(dir) => {
+                if !dir.join("features").is_dir() {
+                    return Err(super::usage(format!(
+                        "--suite {}: there is no `features` directory in it (a suite directory \
+                         is laid out as the repository: `features/`, `fixtures/`)",
+                        dir.display()
+                    )));
+                }
+                dir.clone()
+            }
+            None if self.all_given() => PathBuf::new(),
+            None => rewind_conformance::bundled::unpacked()?.to_path_buf(),
+        };
+        if !root.as_os_str().is_empty() {
+            rewind_conformance::bundled::show_paths_relative_to(&root);
+        }
+        let pick = |flag: &Option<PathBuf>, default: &str| {
+            flag.clone().unwrap_or_else(|| root.join(default))
+        };
+        self.features = pick(&self.features_flag, "features");
+        self.catalog = pick(&self.catalog_flag, "features/rules.yaml");
+        self.untestable = pick(&self.untestable_flag, "features/untestable.yaml");
+        self.pending = pick(&self.pending_flag, "features/pending.yaml");
+        self.ambiguities = pick(&self.ambiguities_flag, "features/ambiguities.yaml");
+        self.leak_allow = pick(&self.leak_allow_flag, "features/leak-allow.yaml");
+        self.fixtures = pick(&self.fixtures_flag, "fixtures");
+        Ok(())
+    }
+
+    /// Whether every path was given by its own flag (then no suite is needed).
+    fn all_given(&self) -> bool {
+        [
+            &self.features_flag,
+            &self.catalog_flag,
+            &self.untestable_flag,
+            &self.pending_flag,
+            &self.ambiguities_flag,
+            &self.leak_allow_flag,
+            &self.fixtures_flag,
+        ]
+        .iter()
+        .all(|f| f.is_some())
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) paths: Paths,
-    /// Directory of YAML fixtures.
-    #[arg(long, default_value = "fixtures")]
-    pub(crate) fixtures: PathBuf,
     /// Use the PostgreSQL server at this URL (each run creates and drops its own databases).
     #[arg(long, env = "REWIND_DATABASE_URL")]
     database_url: Option<String>,
@@ -210,11 +292,9 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct CoverageArgs {
+    /// The suite (its fixtures must each be used by a scenario).
     #[command(flatten)]
     pub(super) paths: Paths,
-    /// Directory of YAML fixtures: each must be used by a scenario.
-    #[arg(long, default_value = "fixtures")]
-    pub(super) fixtures: PathBuf,
     /// Fail on every hole (exit 1): a rule with no scenario that neither the untestable nor the
     /// pending list accounts for, a section 9 message no step asserts verbatim, a fixture no
     /// scenario uses. Without it they are warnings.

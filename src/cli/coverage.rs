@@ -19,10 +19,10 @@ pub(super) fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
     let rule_ids: std::collections::BTreeSet<String> =
         catalog.rules().iter().map(|r| r.id.clone()).collect();
     let allow = rewind_conformance::leak_scan::AllowList::load(&args.paths.leak_allow, &rule_ids)?;
-    let fixtures = fixture_files(&args.fixtures).with_context(|| {
+    let fixtures = fixture_files(&args.paths.fixtures).with_context(|| {
         format!(
             "reading the fixtures directory `{}` (pass `--fixtures DIR`)",
-            args.fixtures.display()
+            args.paths.fixtures.display()
         )
     })?;
     let coverage = Coverage::compute(&catalog, &scan);
@@ -32,7 +32,7 @@ pub(super) fn coverage(args: &CoverageArgs) -> anyhow::Result<bool> {
         &untestable,
         &pending,
         &fixtures,
-        &args.fixtures,
+        &args.paths.fixtures,
     );
     let mut failures = gate.errors.clone();
     failures.extend(register.check(&scan, features_dir(&args.paths.features)));

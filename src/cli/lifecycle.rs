@@ -217,7 +217,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             problems.join("\n  ")
         );
     }
-    let fixtures = load_fixture_dir(&args.fixtures)?;
+    let fixtures = load_fixture_dir(&args.paths.fixtures)?;
     let rule_ids: std::collections::BTreeSet<String> =
         catalog.rules().iter().map(|r| r.id.clone()).collect();
     let leak_allow = load_leak_allow(&args, &catalog)?;
@@ -265,7 +265,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             args.paths.features.display()
         )));
     }
-    let fixture_dir = args.fixtures.display().to_string();
+    let fixture_dir = args.paths.fixtures.display().to_string();
     let missing: Vec<String> = selected
         .iter()
         .flat_map(|s| {

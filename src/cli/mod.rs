@@ -31,6 +31,7 @@ mod summary;
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 pub(crate) use args::RunArgs;
@@ -77,6 +78,41 @@ enum Command {
     /// Generate conversations, rewind each once and judge every outcome with the spec model;
     /// shrink and save each failing case as a fixture and a scenario `run` re-runs.
     Fuzz(Box<crate::fuzzing::FuzzArgs>),
+    /// Say which suite is built into this binary and where it is unpacked; `--extract DIR`
+    /// writes a copy (to read the features, or to start a suite of one's own for `--suite`).
+    Suite(SuiteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SuiteArgs {
+    /// Write the built-in suite (`features/`, `fixtures/`, `schemas/`) into this directory; it
+    /// must not hold any of those files yet.
+    #[arg(long, value_name = "DIR")]
+    extract: Option<std::path::PathBuf>,
+}
+
+/// The `suite` command.
+fn suite(args: &SuiteArgs) -> anyhow::Result<Outcome> {
+    use rewind_conformance::bundled;
+    let files = bundled::files();
+    println!(
+        "built-in suite: {} files, fingerprint {:016x}",
+        files.len(),
+        bundled::fingerprint()
+    );
+    match &args.extract {
+        Some(dir) => {
+            let written = bundled::write_to(dir)
+                .with_context(|| format!("writing the built-in suite into {}", dir.display()))?;
+            println!(
+                "wrote {written} files into {} (run it with `--suite {}`)",
+                dir.display(),
+                dir.display()
+            );
+        }
+        None => println!("unpacked in {}", bundled::unpacked()?.display()),
+    }
+    Ok(Outcome::Passed)
 }
 
 /// Parses the command line, runs the command and maps the result to an exit code.
@@ -92,28 +128,31 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Coverage(args) => coverage::coverage(&args).map(passed_if),
+        Command::Coverage(mut args) => args
+            .paths
+            .resolve()
+            .and_then(|()| coverage::coverage(&args))
+            .map(passed_if),
         Command::Compare(args) => {
             crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
         }
+        Command::Suite(args) => suite(&args),
         Command::Steps => crate::step_reference::markdown()
             .map_err(anyhow::Error::msg)
             .map(|text| {
                 print!("{text}");
                 Outcome::Passed
             }),
-        Command::Smoke(args) => match tokio::runtime::Runtime::new() {
-            Ok(runtime) => runtime.block_on(lifecycle::smoke(args)),
-            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
-        },
-        Command::Run(args) => match tokio::runtime::Runtime::new() {
-            Ok(runtime) => runtime.block_on(lifecycle::run(*args)),
-            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
-        },
-        Command::Fuzz(args) => match tokio::runtime::Runtime::new() {
-            Ok(runtime) => runtime.block_on(crate::fuzzing::fuzz(*args)),
-            Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
-        },
+        Command::Smoke(args) => block_on(lifecycle::smoke(args)),
+        Command::Run(mut args) => args
+            .paths
+            .resolve()
+            .and_then(|()| block_on(lifecycle::run(*args))),
+        Command::Fuzz(mut args) => args
+            .run
+            .paths
+            .resolve()
+            .and_then(|()| block_on(crate::fuzzing::fuzz(*args))),
     };
     match result {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,
@@ -163,6 +202,15 @@ fn passed_if(ok: bool) -> Outcome {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 struct UsageError(String);
+
+/// Runs `command` on a fresh async runtime.
+fn block_on(
+    command: impl std::future::Future<Output = anyhow::Result<Outcome>>,
+) -> anyhow::Result<Outcome> {
+    tokio::runtime::Runtime::new()
+        .map_err(|e| anyhow::Error::new(e).context("starting the async runtime"))?
+        .block_on(command)
+}
 
 fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
