@@ -18,5 +18,6 @@ pub mod mocks;
 pub mod oracle;
 pub mod postgres;
 pub mod profile;
+pub mod register_doc;
 pub mod sut;
 pub mod witness;

@@ -94,10 +94,13 @@ pub struct DatabaseTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
-    /// The budget of each runtime restore call: how long one agent's native restore (process
-    /// start, calls and verifying read-back) may take before the implementation gives up on it,
-    /// stops it, and fails the rewind. A planted hang fault never answers: only this limit ends
-    /// the call. `--restore-timeout-ms`, 5000 by default.
+    /// The budget of each agent's restore: how long one agent's native restore (process start,
+    /// calls and verifying read-back) may take before the implementation gives up on it, stops
+    /// it, and fails the rewind. A planted hang fault never answers: only this limit ends the
+    /// call. `--restore-timeout-ms`, 5000 by default. The harness does not time restores: it
+    /// judges that every rewind answers within `requestTimeoutMs` and that a restore delayed by
+    /// 1500 ms succeeds, so bounding each runtime call instead passes too. A restore a scenario
+    /// holds on purpose (up to 10 s while other rewinds race) must outlast the hold.
     pub restore_timeout_ms: u64,
     /// The harness's per-request time-out: how long it waits for the complete answer to any one
     /// call before it fails the scenario (`--request-timeout` in seconds, times 1000; 30000 by
@@ -223,7 +226,11 @@ pub enum RewindResponse {
         /// message, system message, hot/cold boundary, other human, later reply thread, drift,
         /// rewind in progress).
         message: String,
-        /// The durable operation that recorded the failure, if one was created.
+        /// The durable operation that recorded the failure, if one was created. Optional: `null`
+        /// is read exactly as an absent field. A string must name a `rewind_operations` row:
+        /// after a failed runtime restore the one recorded `failed` or `repair_required`;
+        /// otherwise this refusal's own `failed` row or an operation that already existed (e.g.
+        /// the `preparing` one that refused it).
         #[serde(
             rename = "operationId",
             default,
@@ -234,11 +241,17 @@ pub enum RewindResponse {
 }
 
 /// `POST /v1/sessions/{sessionId}/messages`: a message appended in live mode, published with
-/// its `message.created` event.
+/// its `message.created` event (whose payload no check reads).
+///
+/// The harness sends human members of live scopes. A scope or an author that does not exist, or
+/// content that cannot be stored (a NUL character), is a `400 bad_request`; the harness sends
+/// those only with bad input, where any 4xx `DriverError` passes. It never sends an archived
+/// scope, a non-member author or a system author: what they get is not judged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendMessage {
-    /// The author (a human or an agent).
+    /// The author: a human or an agent. The `Actor` schema is shared with rewinds and admits
+    /// `system`, but the harness never sends a system author (its scenarios send humans).
     pub actor: Actor,
     /// The scope to append to.
     pub scope_id: String,
@@ -368,7 +381,10 @@ pub struct ReadState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncRequest {
-    /// The reader (a member human).
+    /// The reader, a human. The scenarios sync as members (a `scope_memberships` row); what a
+    /// non-member or an unknown scope gets is defined neither by the spec nor by the protocol:
+    /// a 4xx `DriverError` (recommended: `400 bad_request`) and a page that changes nothing both
+    /// pass.
     pub user_id: String,
     /// The scope.
     pub scope_id: String,
@@ -412,7 +428,10 @@ pub struct SyncPage {
 pub struct ReadRequest {
     /// Which surface to read.
     pub surface: ReadSurface,
-    /// Who reads: a human or an agent, who must be a member of `scopeId`.
+    /// Who reads: a human or an agent, a member of `scopeId` (a `scope_memberships` row of it).
+    /// A reader who is a member of nothing there is `rejected` as `not_member`; whether a
+    /// private grant or a membership of a thread's parent scope also lets one read is open and
+    /// not judged. The harness reads as humans, never as the system.
     pub reader: Actor,
     /// The scope read (for a message or attachment read, the scope it belongs to).
     pub scope_id: String,
@@ -423,15 +442,16 @@ pub struct ReadRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment_id: Option<String>,
     /// The search text, for `search`: a message matches when its content holds every word,
-    /// ignoring case.
+    /// ignoring case (whole words or substrings: both pass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
     /// Where a paged surface (`history`, `stream`) resumes: a `nextCursor` this implementation
     /// returned earlier, or absent for the first page. Opaque to the harness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
-    /// At most this many messages (paged surfaces), 1 or more; the implementation's default when
-    /// absent.
+    /// The page size of a paged surface, 1 or more; the implementation's default when absent.
+    /// On `history` it counts messages; on `stream`, events or the messages they are about
+    /// (either passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
 }
@@ -447,33 +467,40 @@ pub enum ReadSurface {
     History,
     /// One message by id (`messageId`).
     Message,
-    /// The scope's messages whose content holds every word of `query`, ignoring case.
+    /// The scope's messages whose content holds every word of `query`, ignoring case, from the
+    /// transcript or from search documents checked against it.
     Search,
-    /// What the reader receives: visible messages after the reader's read position that someone
-    /// else wrote, as a daemon fetches them for an agent.
+    /// What the reader receives: visible messages after the reader's read position (its own
+    /// `last_read_seq` in the scope) that someone else wrote, as a daemon fetches them for an
+    /// agent.
     Receive,
     /// The root message of a reply-thread scope (empty for other scopes).
     RootContext,
     /// The messages that message `messageId` cites (its sources); `not_found` when the citing
     /// message itself is not there.
     SourceContext,
-    /// The share cards shown in the scope (those shared into it), with their action state.
+    /// The share cards shown in the scope (those shared into it: `target_scope_id` is the
+    /// scope), with their action state.
     ShareCards,
     /// The scope's pinned messages.
     Pins,
     /// The reactions on message `messageId`.
     Reactions,
-    /// The read-check of attachment `attachmentId`: may the reader see it, and what it is.
+    /// The read-check of attachment `attachmentId`: may the reader see it, and what it is. A
+    /// message attachment exists only while its message is readable.
     Attachment,
-    /// The download of attachment `attachmentId`.
+    /// The download of attachment `attachmentId`, judged like the read-check; what it serves
+    /// goes in its record.
     AttachmentDownload,
     /// The delivery diagnostics of message `messageId`.
     Diagnostics,
-    /// The scope's diagnostics preview: its recent messages with their delivery state.
+    /// The scope's diagnostics preview: its newest messages with their delivery state (without
+    /// a `limit`, 20 or more is recommended).
     DiagnosticsPreview,
     /// The durable stream replay of the scope, oldest first, paged (`cursor`, `limit`).
     Stream,
-    /// The reader's conversation-index entry for the scope (its last message and preview).
+    /// The reader's conversation-index entry for the scope (its last message and preview),
+    /// derived from the transcript: its last message is the scope's visible tail.
     ConversationIndex,
 }
 
@@ -571,7 +598,7 @@ fn nullable_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadRejection {
-    /// `scopeId` names no scope.
+    /// `scopeId` names no scope (it comes before `not_member`).
     UnknownScope,
     /// The reader is not a member of the scope.
     NotMember,
@@ -605,7 +632,9 @@ pub struct RealtimeEvent {
     pub name: String,
     /// The scope it was published to.
     pub scope_id: String,
-    /// Its payload, exactly as published.
+    /// Its payload, exactly as published, in the implementation's own shape. The rewind
+    /// notice's `message.created` is recognised by the notice's message id, or its client
+    /// message id `rewind-notice:<operationId>`, appearing in it as a JSON string.
     pub payload: serde_json::Value,
 }
 
