@@ -135,7 +135,7 @@ fn write_cases(dir: &Path, seed: u64, cases: &[GeneratedCase]) -> anyhow::Result
 fn run_args_for(args: &RunArgs, dir: &Path, feature: &Path) -> RunArgs {
     let mut run = args.clone();
     run.paths.features = feature.to_path_buf();
-    run.fixtures = dir.join("fixtures");
+    run.paths.fixtures = dir.join("fixtures");
     run
 }
 
@@ -164,7 +164,7 @@ async fn run_cases(
 ) -> anyhow::Result<(SuiteReport, BTreeMap<u64, String>)> {
     let feature = write_cases(dir, env.seed, cases)?;
     let args = run_args_for(&env.args, dir, &feature);
-    let fixtures = rewind_conformance::fixtures::load_fixture_dir(&args.fixtures)
+    let fixtures = rewind_conformance::fixtures::load_fixture_dir(&args.paths.fixtures)
         .with_context(|| format!("loading the generated fixtures of `{}`", dir.display()))?;
     let (report, _) = crate::cli::run_on_server(
         &args,
