@@ -99,8 +99,9 @@ pub struct Limits {
     /// it, and fails the rewind. A planted hang fault never answers: only this limit ends the
     /// call. `--restore-timeout-ms`, 5000 by default. The harness does not time restores: it
     /// judges that every rewind answers within `requestTimeoutMs` and that a restore delayed by
-    /// 1500 ms succeeds, so bounding each runtime call instead passes too. A restore a scenario
-    /// holds on purpose (up to 10 s while other rewinds race) must outlast the hold.
+    /// 1500 ms succeeds, so bounding each runtime call instead passes too. A scenario that holds
+    /// a restore on purpose while other rewinds race attaches with at least 25000 here, longer
+    /// than any hold the harness waits out: keeping to the limit outlasts the hold.
     pub restore_timeout_ms: u64,
     /// The harness's per-request time-out: how long it waits for the complete answer to any one
     /// call before it fails the scenario (`--request-timeout` in seconds, times 1000; 30000 by

@@ -342,6 +342,10 @@ pub async fn run_suite(
             tags.extend(scenario.tags.iter().cloned());
             world.tags = tags;
             world.scenario = scenario.name.clone();
+            world.holds_restore = scenario
+                .steps
+                .iter()
+                .any(|s| s.value.contains("runtime holds the restore of agent"));
             Box::pin(async {})
         })
         .after(|feature, _, scenario, finished, world| {

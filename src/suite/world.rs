@@ -66,22 +66,34 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// What the implementation is told when it is attached to `db` and these runtimes.
+    /// What the implementation is told when it is attached to `db` and these runtimes. A
+    /// scenario that holds a restore on purpose (`holds_restore`) gives each restore at least
+    /// [`HELD_RESTORE_LIMIT_MS`], so that an implementation keeping to its limit outlasts the hold.
     pub fn attach_request(
         &self,
         db: &ScenarioDatabase,
         runtimes: RuntimeEndpoints,
+        holds_restore: bool,
     ) -> AttachRequest {
+        let mut limits = self.limits;
+        if holds_restore {
+            limits.restore_timeout_ms = limits.restore_timeout_ms.max(HELD_RESTORE_LIMIT_MS);
+        }
         AttachRequest {
             database: DatabaseTarget {
                 url: db.url.clone(),
                 name: db.name.clone(),
             },
             runtimes,
-            limits: self.limits,
+            limits,
         }
     }
 }
+
+/// The restore limit of a scenario that holds a restore while other rewinds race: longer than
+/// the longest hold the harness waits out (10 s, and a quarter second more per racing rewind,
+/// 18 s for 32).
+pub const HELD_RESTORE_LIMIT_MS: u64 = 25_000;
 
 static CONTEXT: RwLock<Option<Arc<RunContext>>> = RwLock::new(None);
 
@@ -162,6 +174,9 @@ pub struct RewindWorld {
     pub readings: BTreeMap<String, String>,
     /// The refusal codes this scenario's implementation answered, checked against each other.
     pub codes: Mutex<CodeTable>,
+    /// Whether the scenario holds a restore on purpose (`... runtime holds the restore of ...`):
+    /// it then attaches with [`HELD_RESTORE_LIMIT_MS`].
+    pub holds_restore: bool,
     /// Names given to messages that appeared during the scenario (a live message, a rewind
     /// notice), so later steps can name them like fixture messages.
     pub aliases: BTreeMap<String, String>,

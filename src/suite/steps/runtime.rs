@@ -348,13 +348,14 @@ async fn codex_release(world: &mut RewindWorld, version: String) -> anyhow::Resu
 /// Attaches the implementation again, to the mock runtimes' current endpoints.
 async fn reattach(world: &mut RewindWorld) -> anyhow::Result<()> {
     let endpoints = world.mocks()?.endpoints();
+    let holds_restore = world.holds_restore;
     let ctx = context()?;
     let attached = world
         .attached
         .as_mut()
         .ok_or_else(|| anyhow!("no conversation yet"))?;
     attached.api.detach().await?;
-    let request = ctx.attach_request(&attached.db, endpoints);
+    let request = ctx.attach_request(&attached.db, endpoints, holds_restore);
     attached.api = attached.violations.watch(ctx.sut.attach(&request).await)?;
     Ok(())
 }
