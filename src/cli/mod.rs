@@ -66,7 +66,7 @@ enum Command {
     Run(Box<RunArgs>),
     /// The coverage gate: check the rule tags and the untestable and pending lists, and report
     /// the holes (rules without a scenario, unasserted error messages, unused fixtures).
-    Coverage(CoverageArgs),
+    Coverage(Box<CoverageArgs>),
     /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
     Compare(CompareArgs),
     /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
