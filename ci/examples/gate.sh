@@ -52,7 +52,7 @@ command -v curl >/dev/null 2>&1 || die "curl is needed to wait for the server's 
 
 mkdir -p "$REPORT_DIR"
 REPORT_DIR=$(cd "$REPORT_DIR" && pwd)
-# A file setting as an absolute path (the shards run from the harness's directory).
+# A file setting as an absolute path.
 absolute() {
     case $2 in /*) file=$2 ;; *) file=$here/$2 ;; esac
     [ -f "$file" ] || die "$1: no file \`$file\`"
@@ -112,8 +112,8 @@ until curl -fsS "$SUT_URL/rewind-driver" >/dev/null 2>&1; do
 done
 say "the server answers at $SUT_URL"
 
-# The harness finds features/, fixtures/ and the catalog in its own directory.
-cd "$HARNESS_DIR"
+# The harness carries the whole suite (features, fixtures, catalog, register) in its binary: it
+# runs from any directory.
 if [ -n "${REWIND_DATABASE_URL:-}" ]; then
     "$HARNESS" smoke --sut "$SUT_URL" --database-url "$REWIND_DATABASE_URL"
 else
