@@ -235,10 +235,11 @@ struct Output {
     text: String,
 }
 
-/// Runs `coverage` in `dir` (its default paths then name the made-up project).
+/// Runs `coverage` in `dir` on the made-up project there (`--suite .`: every default path then
+/// names one of its files).
 fn coverage(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new(BIN)
-        .arg("coverage")
+        .args(["coverage", "--suite", "."])
         .args(args)
         .current_dir(dir)
         .output()

@@ -159,7 +159,12 @@ impl Paths {
                         dir.display()
                     )));
                 }
-                dir.clone()
+                // `--suite .` names the paths as the defaults always did: `features/...`.
+                if dir.components().all(|c| c == std::path::Component::CurDir) {
+                    PathBuf::new()
+                } else {
+                    dir.clone()
+                }
             }
             None if self.all_given() => PathBuf::new(),
             None => rewind_conformance::bundled::unpacked()?.to_path_buf(),
