@@ -6,6 +6,9 @@
 //!
 //! `REWIND_BLESS=1 cargo test --test guide` rewrites the generated block instead of failing.
 
+#[path = "common/first_difference.rs"]
+mod first_difference;
+
 use std::path::{Path, PathBuf};
 
 use rewind_conformance::catalog::Register;
@@ -54,24 +57,7 @@ fn the_guide_quotes_the_register_as_generated() {
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", guide_path().display()));
         return;
     }
-    let first_difference = committed
-        .lines()
-        .zip(generated.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-        .map(|(i, (a, b))| {
-            format!(
-                "first difference at line {} of the block:\n  committed: {a}\n  generated: {b}",
-                i + 1
-            )
-        })
-        .unwrap_or_else(|| {
-            format!(
-                "the committed block has {} lines, the generated one {}",
-                committed.lines().count(),
-                generated.lines().count()
-            )
-        });
+    let first_difference = first_difference::first_difference(committed, &generated);
     panic!(
         "protocol/IMPLEMENTING.md quotes a stale ambiguity register: features/ambiguities.yaml \
          changed since the appendix between `{BEGIN}` and `{END}` was generated. Regenerate it \

@@ -6,6 +6,9 @@
 //! paths resolve) with a temporary directory of its own as `TMPDIR`, and checks afterwards that
 //! the directory is empty and that no process on the machine still refers to it.
 
+#[path = "common/harness_env.rs"]
+mod harness_env;
+
 use std::fs::Permissions;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -22,15 +25,6 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const ONE: &str = "^an agent cannot initiate a rewind$";
 /// The scenarios that start a mock OpenCode server: a run that lasts several seconds.
 const OPENCODE: &str = "OpenCode|opencode";
-
-/// Environment variables the harness reads that must not leak in from the test's environment.
-const HARNESS_ENV: [&str; 5] = [
-    "REWIND_DATABASE_URL",
-    "REWIND_SUT_URL",
-    "REWIND_PROFILE",
-    "REWIND_EXPECTATIONS",
-    "REWIND_JSON",
-];
 
 /// How long a run may take to show that a scenario is running, and to end after a signal.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -160,9 +154,7 @@ impl Harness {
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr);
-        for name in HARNESS_ENV {
-            command.env_remove(name);
-        }
+        harness_env::clean(&mut command);
         for (name, value) in env {
             command.env(name, value);
         }

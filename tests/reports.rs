@@ -8,6 +8,9 @@
 //! `REWIND_CHROMIUM`); without it the check says on stderr that it did not run, and fails only
 //! under `CI=true`.
 
+#[path = "common/harness_env.rs"]
+mod harness_env;
+
 #[path = "common/optional_tool.rs"]
 mod optional_tool;
 
@@ -57,16 +60,6 @@ const FEATURE: &str = r#"Feature: reports self-test
     Then the rewind completes
 "#;
 
-/// Environment variables the harness reads that must not leak in from the test's environment.
-const HARNESS_ENV: [&str; 6] = [
-    "REWIND_DATABASE_URL",
-    "REWIND_SUT_URL",
-    "REWIND_PROFILE",
-    "REWIND_EXPECTATIONS",
-    "REWIND_JSON",
-    "REWIND_DURATIONS",
-];
-
 /// How a harness run ended.
 struct Finished {
     code: Option<i32>,
@@ -97,9 +90,7 @@ fn run_command(program: &str, args: &[&str], limit: Duration) -> Finished {
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    for name in HARNESS_ENV {
-        command.env_remove(name);
-    }
+    harness_env::clean(&mut command);
     let mut child = command
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start `{program}`: {e}"));

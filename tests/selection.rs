@@ -9,6 +9,9 @@
 //! variant does not answer, so that some scenarios fail, in every selection alike; an
 //! expectations file names one of them, which is then an expected failure in every selection.
 
+#[path = "common/harness_env.rs"]
+mod harness_env;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -100,16 +103,7 @@ impl Setup {
 fn harness(args: &[&str]) -> Output {
     let mut command = Command::new(BIN);
     command.current_dir(ROOT).args(args);
-    for var in [
-        "REWIND_DATABASE_URL",
-        "REWIND_SUT_URL",
-        "REWIND_PROFILE",
-        "REWIND_EXPECTATIONS",
-        "REWIND_JSON",
-        "REWIND_DURATIONS",
-    ] {
-        command.env_remove(var);
-    }
+    harness_env::clean(&mut command);
     command.env("REWIND_REFERENCE_VARIANT", "alternative");
     command.output().expect("the harness runs")
 }

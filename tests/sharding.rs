@@ -2,6 +2,9 @@
 //! once (checked on the whole shipped suite, for several N), and a sharded run executes exactly
 //! the scenarios its shard lists.
 
+#[path = "common/harness_env.rs"]
+mod harness_env;
+
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
@@ -12,16 +15,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 fn harness(args: &[&str]) -> Output {
     let mut command = Command::new(BIN);
     command.current_dir(ROOT).args(args);
-    for var in [
-        "REWIND_DATABASE_URL",
-        "REWIND_SUT_URL",
-        "REWIND_PROFILE",
-        "REWIND_EXPECTATIONS",
-        "REWIND_JSON",
-        "REWIND_DURATIONS",
-    ] {
-        command.env_remove(var);
-    }
+    harness_env::clean(&mut command);
     command.output().expect("the harness runs")
 }
 

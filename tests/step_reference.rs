@@ -2,6 +2,9 @@
 //! reference, generated from the step definitions (`src/step_reference.rs`). A step added,
 //! changed or removed without regenerating the committed copy fails here.
 
+#[path = "common/first_difference.rs"]
+mod first_difference;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -30,24 +33,7 @@ fn committed_step_reference_is_current() {
     if committed == generated {
         return;
     }
-    let first_difference = committed
-        .lines()
-        .zip(generated.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-        .map(|(i, (a, b))| {
-            format!(
-                "first difference at line {}:\n  committed: {a}\n  generated: {b}",
-                i + 1
-            )
-        })
-        .unwrap_or_else(|| {
-            format!(
-                "the committed copy has {} lines, the generated one {}",
-                committed.lines().count(),
-                generated.lines().count()
-            )
-        });
+    let first_difference = first_difference::first_difference(&committed, &generated);
     panic!(
         "docs/STEPS.md is stale: the step definitions in src/suite/steps/ changed since it was \
          generated. Regenerate it with\n\n    {REGENERATE}\n\nand commit it.\n{first_difference}"

@@ -591,26 +591,14 @@ pub(crate) async fn run_on_server(
     } else if let Err(e) = template.drop_all().await {
         eprintln!("error: dropping the run's databases: {e} (the next run drops them)");
     }
-    let isolation = context
-        .isolation_times
-        .lock()
-        .map(|t| t.clone())
-        .unwrap_or_default();
-    let scans = context
-        .scan_times
-        .lock()
-        .map(|t| t.clone())
-        .unwrap_or_default();
-    let faults = context
-        .fault_results
-        .lock()
-        .map(|t| t.clone())
-        .unwrap_or_default();
-    let cells = context
-        .matrix_results
-        .lock()
-        .map(|t| t.clone())
-        .unwrap_or_default();
+    // What the scenarios gathered (a poisoned lock gives nothing rather than a panic).
+    fn gathered<T: Clone>(lock: &std::sync::Mutex<Vec<T>>) -> Vec<T> {
+        lock.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+    let isolation = gathered(&context.isolation_times);
+    let scans = gathered(&context.scan_times);
+    let faults = gathered(&context.fault_results);
+    let cells = gathered(&context.matrix_results);
     Ok((
         report?,
         RunStats {
