@@ -5,8 +5,8 @@
 //!
 //! A run needs them as files (feature and fixture errors name a file, a line and a column), so
 //! the first run of a build unpacks them into a cache directory named for their content
-//! ([`unpacked`]): `$XDG_CACHE_HOME/rewind-conformance/` (else `~/.cache/rewind-conformance/`,
-//! else the temporary directory). Later runs check the copy against the built-in bytes and use
+//! ([`unpacked`]): under `$XDG_CACHE_HOME/rewind-conformance/`, else
+//! `~/.cache/rewind-conformance/`, else the temporary directory's, the first that can be written. Later runs check the copy against the built-in bytes and use
 //! it; a copy that differs (edited by hand, half written) is replaced. Runs at once share it
 //! safely: a copy is written beside its final place and moved there in one rename.
 //!
@@ -97,28 +97,44 @@ fn holds_the_suite(dir: &Path) -> bool {
         .all(|(path, bytes)| std::fs::read(dir.join(path)).is_ok_and(|on_disk| on_disk == *bytes))
 }
 
-/// Where unpacked copies are kept.
-fn cache_base() -> PathBuf {
+/// Where unpacked copies may be kept, in the order tried.
+fn cache_bases() -> Vec<PathBuf> {
     let from_env = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
     };
-    from_env("XDG_CACHE_HOME")
-        .or_else(|| from_env("HOME").map(|home| home.join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("rewind-conformance")
+    [
+        from_env("XDG_CACHE_HOME"),
+        from_env("HOME").map(|home| home.join(".cache")),
+        Some(std::env::temp_dir()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|base| base.join("rewind-conformance"))
+    .collect()
 }
 
-/// The directory the built-in suite is unpacked in (once per process); see the module docs.
+/// The directory the built-in suite is unpacked in (once per process), under the first of
+/// [`cache_bases`] where that works; see the module docs.
 pub fn unpacked() -> io::Result<&'static Path> {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     if let Some(root) = ROOT.get() {
         return Ok(root);
     }
-    let root = unpack_into(&cache_base())?;
-    Ok(ROOT.get_or_init(|| root))
+    let mut failures = Vec::new();
+    for base in cache_bases() {
+        match unpack_into(&base) {
+            Ok(root) => return Ok(ROOT.get_or_init(|| root)),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    Err(io::Error::other(format!(
+        "cannot unpack the built-in suite anywhere (set XDG_CACHE_HOME to a writable directory, \
+         or pass --suite DIR):\n  {}",
+        failures.join("\n  ")
+    )))
 }
 
 /// Unpacks the built-in suite under `base`, or reuses the copy there; returns its root.
@@ -129,14 +145,7 @@ fn unpack_into(base: &Path) -> io::Result<PathBuf> {
         return Ok(root);
     }
     let context = |what: &str, path: &Path, e: io::Error| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "cannot {what} {} to unpack the built-in suite into: {e} (set XDG_CACHE_HOME to \
-                 a writable directory, or pass --suite DIR)",
-                path.display()
-            ),
-        )
+        io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
     };
     std::fs::create_dir_all(base).map_err(|e| context("create", base, e))?;
     let staging = base.join(format!(".{name}.partial-{}", std::process::id()));
