@@ -436,15 +436,21 @@ fn the_boundary_takes_effect_with_the_next_prompt_and_later_resumes_follow_it() 
     assert_eq!(chain[2].parent_uuid.as_deref(), Some(A1));
     assert_eq!(chain[2].text, "instead of two");
 
-    // As the real CLI 2.1.197: a later PLAIN resume goes back to the older branch (the first
-    // leaf in the file), however the newer one ends; naming the leaf keeps the new branch.
+    // As the real CLI 2.1.197 (answered with distinct message ids): a later PLAIN resume
+    // follows the newer branch (the newest leaf in the file); naming a leaf picks that one.
     let mut resume_args = STREAM.to_vec();
     let resume = format!("--resume={SESSION}");
     resume_args.push(&resume);
     let out = env.run(&resume_args, &[user("plain", None)]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plain = env.chain(SESSION);
-    assert_eq!(plain[4].parent_uuid.as_deref(), Some(A2), "{plain:?}");
+    assert_eq!(plain.len(), 6, "{plain:?}");
+    assert_eq!(
+        plain[4].parent_uuid.as_deref(),
+        Some(chain[3].uuid.as_str()),
+        "{plain:?}"
+    );
+    assert_eq!(plain[4].text, "plain");
     let at = format!("--resume-session-at={}", chain[3].uuid);
     let named = with(&STREAM, &[resume.as_str(), at.as_str()]);
     let out = env.run(&refs(&named), &[user("named", None)]);
@@ -977,10 +983,11 @@ fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
     assert_eq!(chain[3].parent_uuid.as_deref(), Some(U2));
 
     // A prompt-less restore moves nothing and delivers nothing: the next plain resume
-    // continues from the first leaf in the file, the seeded A2.
+    // continues from the newest leaf in the file, the end of the branch made above.
     let out = restore(&env, SESSION, A1);
     assert!(out.status.success(), "{}", stderr(&out));
-    let live: Vec<String> = [U1, A1, U2, A2].iter().map(|s| s.to_string()).collect();
+    let live: Vec<String> = chain.iter().map(|e| e.uuid.clone()).collect();
+    assert_eq!(live.len(), 5, "{live:?}");
     let resume = format!("--resume={SESSION}");
     let args = with(&STREAM, &[resume.as_str()]);
     let out = env.run_witnessed(&refs(&args), &[user("later", None)], Some(witness.url()));
@@ -1002,9 +1009,10 @@ fn after_a_resume_at_the_witness_sees_the_boundary_as_the_leaf() {
         .unwrap()
         .to_owned();
     assert_ne!(forked, SESSION);
-    // A plain resume (and a fork of it) continues from the first leaf in the file: now the
-    // answer to "instead", as "later" went on from A2.
-    let live: Vec<String> = chain.iter().map(|e| e.uuid.clone()).collect();
+    // A plain resume (and a fork of it) continues from the newest leaf in the file: now the
+    // answer to "later", which went on from the answer to "instead".
+    let live: Vec<String> = env.chain(SESSION).iter().map(|e| e.uuid.clone()).collect();
+    assert_eq!(live.len(), 7, "{live:?}");
     let fork = &witness.seen()[2].request;
     assert_eq!(fork.target, SESSION);
     assert_eq!(fork.before["sessionId"], SESSION);

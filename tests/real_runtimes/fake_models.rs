@@ -4,6 +4,12 @@
 //! without a model ([`rewind_mock_runtimes::reply_to`] of the last user text), so replies can be
 //! compared as they are. A delay ([`FakeModel::set_delay`]) keeps a turn running for the busy
 //! cases.
+//!
+//! The answers look like a real API's where a runtime could tell: every answer has an id of its
+//! own in the API's shape (`msg_01…`, `resp_…`, `chatcmpl-…`; a runtime may key its records by
+//! it, and Claude Code's choice of branch on a plain `--resume` depends on it), the model named
+//! is the model asked for, and the usage grows with the request and the reply. Every request is
+//! kept ([`FakeModel::inputs`]): what the runtime sent the model, the thing a restore exists for.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,7 +33,18 @@ pub enum Api {
 /// A running fake model API.
 pub struct FakeModel {
     server: MockServer,
+    api: Api,
     delay_ms: Arc<AtomicU64>,
+}
+
+/// One message of a request's conversation, as the model received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// `user` or `assistant` (system and tool messages are left out).
+    pub role: String,
+    /// Its text blocks, joined by a newline (the runtime's own context blocks, which start with
+    /// `<`, left out).
+    pub text: String,
 }
 
 impl FakeModel {
@@ -45,10 +62,31 @@ impl FakeModel {
             .respond_with(Answer {
                 api,
                 delay_ms: Arc::clone(&delay_ms),
+                answered: AtomicU64::new(0),
+                salt: uuid::Uuid::new_v4().simple().to_string(),
             })
             .mount(&server)
             .await;
-        FakeModel { server, delay_ms }
+        FakeModel {
+            server,
+            api,
+            delay_ms,
+        }
+    }
+
+    /// The conversation of every request received so far, in order: what the runtime sent the
+    /// model (requests that are not a conversation, such as title generation, included).
+    pub async fn inputs(&self) -> Vec<Vec<Turn>> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+                conversation(self.api, &body)
+            })
+            .collect()
     }
 
     /// The base URL with `/v1` (what every client is configured with).
@@ -71,6 +109,18 @@ impl FakeModel {
 struct Answer {
     api: Api,
     delay_ms: Arc<AtomicU64>,
+    /// Answers given so far: numbers each answer's id.
+    answered: AtomicU64,
+    /// Tells this server's ids from every other's.
+    salt: String,
+}
+
+/// What one answer says besides its text: its id, the model, the usage.
+struct Meta {
+    id: String,
+    model: String,
+    input_tokens: u64,
+    output_tokens: u64,
 }
 
 impl Respond for Answer {
@@ -79,13 +129,33 @@ impl Respond for Answer {
         let prompt = last_user_text(self.api, &body);
         let reply = rewind_mock_runtimes::reply_to(&prompt);
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let n = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
+        // Ids in each API's shape, distinct for every answer of every server.
+        let unique = format!("{n:06}{}", &self.salt[..16]);
+        let meta = Meta {
+            id: match self.api {
+                Api::Responses => format!("resp_{unique}"),
+                Api::Messages => format!("msg_01{unique}"),
+                Api::ChatCompletions => format!("chatcmpl-{unique}"),
+            },
+            model: body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("unnamed-model")
+                .to_owned(),
+            // About four bytes a token, as the real tokenizers count English.
+            input_tokens: (request.body.len() as u64 / 4).max(1),
+            output_tokens: (reply.len() as u64 / 4).max(1),
+        };
         let template = match (self.api, stream) {
-            (Api::Responses, _) => sse(responses_events(&reply)),
-            (Api::Messages, true) => sse(messages_events(&reply)),
-            (Api::Messages, false) => ResponseTemplate::new(200).set_body_json(message(&reply)),
-            (Api::ChatCompletions, true) => sse(chat_events(&reply)),
+            (Api::Responses, _) => sse(responses_events(&reply, &meta)),
+            (Api::Messages, true) => sse(messages_events(&reply, &meta)),
+            (Api::Messages, false) => {
+                ResponseTemplate::new(200).set_body_json(message(&reply, &meta))
+            }
+            (Api::ChatCompletions, true) => sse(chat_events(&reply, &meta)),
             (Api::ChatCompletions, false) => {
-                ResponseTemplate::new(200).set_body_json(chat_completion(&reply))
+                ResponseTemplate::new(200).set_body_json(chat_completion(&reply, &meta))
             }
         };
         let delay = self.delay_ms.load(Ordering::SeqCst);
@@ -122,6 +192,39 @@ fn last_user_text(api: Api, body: &Value) -> String {
     }
 }
 
+/// The user and assistant messages of a request, in order, each with its text (see [`Turn`]).
+fn conversation(api: Api, body: &Value) -> Vec<Turn> {
+    let messages = match api {
+        Api::Responses => body.get("input"),
+        Api::Messages | Api::ChatCompletions => body.get("messages"),
+    };
+    let text_of = |content: Option<&Value>| -> String {
+        match content {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .filter(|t| !t.trim_start().starts_with('<'))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        }
+    };
+    messages
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let role = m.get("role").and_then(Value::as_str)?;
+            matches!(role, "user" | "assistant").then(|| Turn {
+                role: role.to_owned(),
+                text: text_of(m.get("content")),
+            })
+        })
+        .filter(|t| !t.text.is_empty())
+        .collect()
+}
+
 fn sse(events: Vec<(Option<&'static str>, Value)>) -> ResponseTemplate {
     let mut body = String::new();
     for (event, data) in events {
@@ -146,29 +249,31 @@ fn pieces(reply: &str) -> Vec<String> {
     reply.split_inclusive(' ').map(str::to_owned).collect()
 }
 
-fn responses_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
+fn responses_events(reply: &str, meta: &Meta) -> Vec<(Option<&'static str>, Value)> {
+    let item_id = format!("msg_{}", &meta.id["resp_".len()..]);
     let item = json!({
         "type": "message",
-        "id": "msg_fake_1",
+        "id": item_id,
         "role": "assistant",
         "status": "completed",
         "content": [{"type": "output_text", "text": reply, "annotations": []}]
     });
     let mut events = vec![(
         Some("response.created"),
-        json!({"type": "response.created", "response": {"id": "resp_fake_1", "status": "in_progress"}}),
+        json!({"type": "response.created",
+               "response": {"id": meta.id, "status": "in_progress", "model": meta.model}}),
     )];
     if !reply.is_empty() {
         events.push((
             Some("response.output_item.added"),
             json!({"type": "response.output_item.added", "output_index": 0,
-                   "item": {"type": "message", "id": "msg_fake_1", "role": "assistant",
+                   "item": {"type": "message", "id": item_id, "role": "assistant",
                             "status": "in_progress", "content": []}}),
         ));
         for piece in pieces(reply) {
             events.push((
                 Some("response.output_text.delta"),
-                json!({"type": "response.output_text.delta", "item_id": "msg_fake_1",
+                json!({"type": "response.output_text.delta", "item_id": item_id,
                        "output_index": 0, "content_index": 0, "delta": piece}),
             ));
         }
@@ -180,31 +285,34 @@ fn responses_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
     events.push((
         Some("response.completed"),
         json!({"type": "response.completed", "response": {
-            "id": "resp_fake_1", "status": "completed",
-            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": 15}}}),
+            "id": meta.id, "status": "completed", "model": meta.model,
+            "usage": {"input_tokens": meta.input_tokens,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens": meta.output_tokens,
+                      "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": meta.input_tokens + meta.output_tokens}}}),
     ));
     events
 }
 
-fn usage() -> Value {
-    json!({"input_tokens": 10, "output_tokens": 5,
+fn usage(meta: &Meta) -> Value {
+    json!({"input_tokens": meta.input_tokens, "output_tokens": meta.output_tokens,
            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
 }
 
-fn message(reply: &str) -> Value {
+fn message(reply: &str, meta: &Meta) -> Value {
     json!({
-        "id": "msg_fake_1", "type": "message", "role": "assistant", "model": "claude-fake",
+        "id": meta.id, "type": "message", "role": "assistant", "model": meta.model,
         "content": [{"type": "text", "text": reply}],
-        "stop_reason": "end_turn", "stop_sequence": null, "usage": usage()
+        "stop_reason": "end_turn", "stop_sequence": null, "usage": usage(meta)
     })
 }
 
-fn messages_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
-    let mut start = message("");
+fn messages_events(reply: &str, meta: &Meta) -> Vec<(Option<&'static str>, Value)> {
+    let mut start = message("", meta);
     start["content"] = json!([]);
     start["stop_reason"] = Value::Null;
+    start["usage"]["output_tokens"] = json!(1);
     let mut events = vec![
         (
             Some("message_start"),
@@ -231,41 +339,46 @@ fn messages_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
         Some("message_delta"),
         json!({"type": "message_delta",
                "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-               "usage": {"output_tokens": 5}}),
+               "usage": {"output_tokens": meta.output_tokens}}),
     ));
     events.push((Some("message_stop"), json!({"type": "message_stop"})));
     events
 }
 
-fn chat_chunk(delta: Value, finish: Option<&str>) -> Value {
+fn chat_chunk(meta: &Meta, delta: Value, finish: Option<&str>) -> Value {
     json!({
-        "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000,
-        "model": "fake-model",
+        "id": meta.id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+        "model": meta.model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
     })
 }
 
-fn chat_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
+fn chat_usage(meta: &Meta) -> Value {
+    json!({"prompt_tokens": meta.input_tokens, "completion_tokens": meta.output_tokens,
+           "total_tokens": meta.input_tokens + meta.output_tokens})
+}
+
+fn chat_events(reply: &str, meta: &Meta) -> Vec<(Option<&'static str>, Value)> {
     let mut events = vec![(
         None,
-        chat_chunk(json!({"role": "assistant", "content": ""}), None),
+        chat_chunk(meta, json!({"role": "assistant", "content": ""}), None),
     )];
     for piece in pieces(reply) {
-        events.push((None, chat_chunk(json!({"content": piece}), None)));
+        events.push((None, chat_chunk(meta, json!({"content": piece}), None)));
     }
-    let mut last = chat_chunk(json!({}), Some("stop"));
-    last["usage"] = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+    let mut last = chat_chunk(meta, json!({}), Some("stop"));
+    last["usage"] = chat_usage(meta);
     events.push((None, last));
     events.push((None, Value::Null));
     events
 }
 
-fn chat_completion(reply: &str) -> Value {
+fn chat_completion(reply: &str, meta: &Meta) -> Value {
     json!({
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
-        "model": "fake-model",
+        "id": meta.id, "object": "chat.completion", "created": 1_700_000_000,
+        "model": meta.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
                      "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        "usage": chat_usage(meta)
     })
 }

@@ -1,7 +1,9 @@
 //! The reference implementation's runtime clients (`rewind_reference::runtimes::{deliver,
 //! restore}`) against the real runtimes, and against the mocks for contrast: deliver two
 //! messages, restore to the recovery point committed before the second, check the runtime's own
-//! read-back, then deliver a third message and check that it continues from the point.
+//! read-back, then deliver a third message and check that it continues from the point. On a
+//! real runtime the check goes as far as the model: what the runtime sent the fake model API
+//! for the third message holds the first turn and nothing of the rewound second one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,8 +17,41 @@ use serde_json::{json, Value};
 
 use crate::claude::{conversation, ClaudeEnv};
 use crate::codex::CodexEnv;
+use crate::fake_models::{FakeModel, Turn};
 use crate::install::{self, Release};
 use crate::opencode::OpenCodeEnv;
+
+/// What a real runtime sent the model for the third message, after the restore to before the
+/// second: the first turn and its answer are there, nothing of the rewound second turn is. The
+/// request checked is the fullest one whose newest user turn is the third message (a title or
+/// summary request the runtime makes on the side holds less). Nothing to check on a mock.
+async fn model_input_after_restore(model: Option<&FakeModel>, what: &str) {
+    let Some(model) = model else { return };
+    let inputs = model.inputs().await;
+    let newest_user = |c: &Vec<Turn>| {
+        c.iter()
+            .rev()
+            .find(|t| t.role == "user")
+            .is_some_and(|t| t.text.contains("third message"))
+    };
+    let seen = inputs
+        .iter()
+        .filter(|c| newest_user(c))
+        .max_by_key(|c| c.len())
+        .unwrap_or_else(|| {
+            panic!("{what}: the model never received the third message; it received {inputs:#?}")
+        });
+    let has = |role: &str, text: &str| seen.iter().any(|t| t.role == role && t.text.contains(text));
+    assert!(
+        has("user", "first message") && has("assistant", "Mock reply to: first message"),
+        "{what}: the model's input for the third message lost the turn before the boundary: \
+         {seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|t| t.text.contains("second message")),
+        "{what}: the rewound turn still reached the model with the third message: {seen:#?}"
+    );
+}
 
 /// The reference's time limit for one runtime call.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -140,6 +175,7 @@ async fn codex(env: CodexEnv, what: &str) {
         ["first message", "third message"],
         "{what}: the thread after the next delivery"
     );
+    model_input_after_restore(env.model.as_ref(), what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,6 +248,7 @@ async fn claude(env: ClaudeEnv, what: &str) {
     eprintln!("{what}: restore answered {restored:?}");
     let restore_error = restored.err().map(|e| format!("{e} ({})", e.kind()));
     deliver(&s, "claude", Some(&session), "third message").await;
+    model_input_after_restore(env.model.as_ref(), what).await;
     let after = claude_chain(&env, &session);
     let expected = chain(&[
         ("user", "first message"),
@@ -305,6 +342,7 @@ async fn opencode(env: OpenCodeEnv, what: &str) {
         ],
         "{what}: the messages after the next delivery"
     );
+    model_input_after_restore(env.model.as_ref(), what).await;
     env.stop().await;
 }
 

@@ -39,11 +39,12 @@
 //!   uuid (the load errors below), then exits 0 with no output and writes nothing, so a later
 //!   plain `--resume` continues from the old leaf. The boundary takes effect only together
 //!   with a prompt: that run's user entry gets `parentUuid = <uuid>`.
-//! - WHERE A PLAIN `--resume` CONTINUES, as on the real CLI 2.1.197: from the first chain entry
-//!   in the file that has no child, not from the newest `last-prompt` leaf. So after a
-//!   `--resume-session-at` branch a plain resume goes back to the older branch, however long
-//!   the newer one is; a client that wants the new branch names its leaf with
-//!   `--resume-session-at` on every run.
+//! - WHERE A PLAIN `--resume` CONTINUES, as on the real CLI 2.1.197 answered by a model API
+//!   that gives every answer an id of its own: from the newest chain entry in the file that has
+//!   no child. So after a `--resume-session-at` branch a plain resume follows the newer
+//!   branch. (An API that repeats one message id makes the real CLI go back to the first branch;
+//!   no real API does that.) A client that names its leaf with `--resume-session-at` on every
+//!   run does not depend on it either way.
 //! - Transcripts in `$CLAUDE_CONFIG_DIR` (default `$HOME/.claude`) `/projects/<slug>/<id>.jsonl`
 //!   (see [`project_slug`]), laid out as the real CLI writes them: per prompt the
 //!   `queue-operation` records, the `user` entry (a `uuid` given on the stdin message is kept)

@@ -386,10 +386,11 @@ impl Transcript {
             .map(str::to_owned)
     }
 
-    /// The leaf a plain `--resume` continues from, as Claude Code 2.1.197 picks it: the FIRST
+    /// The leaf a plain `--resume` continues from, as Claude Code 2.1.197 picks it: the NEWEST
     /// chain entry in the file that no entry names as its parent. So after a
-    /// `--resume-session-at` branch, a plain resume goes back to the older branch, whatever the
-    /// `last-prompt` records say and however long the newer branch is (observed on the real CLI).
+    /// `--resume-session-at` branch a plain resume follows the newer branch (observed on the
+    /// real CLI with a model API that gives every answer an id of its own, as real ones do; an
+    /// API that repeats one message id makes the CLI go back to the first branch instead).
     pub fn resume_leaf(&self) -> Option<String> {
         let parents: HashSet<&str> = self
             .lines
@@ -399,6 +400,7 @@ impl Transcript {
             .collect();
         self.lines
             .iter()
+            .rev()
             .filter(|l| is_chain_entry(l))
             .map(uuid_of)
             .find(|uuid| !parents.contains(uuid))

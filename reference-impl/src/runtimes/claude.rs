@@ -53,8 +53,9 @@
 //! stdin: `--resume=<id> --resume-session-at=<leaf>` when the agent's transcript has a live chain
 //! (the point is that leaf: the chain's current leaf, or the pending boundary), else
 //! `--session-id=<new uuid>` (the point is that session's zero boundary). The leaf is always
-//! named: after a `--resume-session-at` branch the real CLI's plain `--resume` goes back to the
-//! old branch. Every resumed run is checked to continue from its leaf. Its run is judged by the
+//! named: which branch the real CLI's plain `--resume` follows after a `--resume-session-at`
+//! branch is its own choice (the newest with real APIs, the first with one that repeats message
+//! ids). Every resumed run is checked to continue from its leaf. Its run is judged by the
 //! same rules; the answer is the `result` line's text.
 
 use std::collections::{HashMap, HashSet};
@@ -179,9 +180,9 @@ impl SessionPlan {
     }
 
     /// The CLI arguments of the delivery run (never `--rewind-files`). A resumed session is
-    /// always resumed AT the leaf the daemon means (the live leaf, or the bound boundary): after
-    /// a `--resume-session-at` branch, the real CLI's plain `--resume` goes back to the old
-    /// branch's leaf (Claude Code 2.1.197), so the leaf is never left to the CLI to pick.
+    /// always resumed AT the leaf the daemon means (the live leaf, or the bound boundary): which
+    /// branch the CLI's plain `--resume` follows after a `--resume-session-at` branch is the
+    /// CLI's choice (Claude Code 2.1.197 picks the newest leaf), so it is never left to it.
     fn args(&self) -> Vec<String> {
         match self {
             SessionPlan::Resume {
