@@ -459,8 +459,18 @@ fn the_boundary_takes_effect_with_the_next_prompt_and_later_resumes_follow_it() 
     assert_eq!(kept.len(), 6);
     assert_eq!(kept[4].parent_uuid.as_deref(), Some(chain[3].uuid.as_str()));
     assert_eq!(kept[4].text, "named");
-    // Both branches stay in the file, and either can be named.
+    // Both branches stay in the file, but only an entry of the current branch (the one a plain
+    // resume follows) can be named: the old branch's A2 is not found, as on the real CLI.
     let out = restore(&env, SESSION, A2);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("No message found with message.uuid of: {A2}")),
+        "{}",
+        stderr(&out)
+    );
+    let file = std::fs::read_to_string(env.transcript(SESSION)).unwrap();
+    assert!(file.contains(A2), "the old branch stays on disk");
+    let out = restore(&env, SESSION, A1);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 

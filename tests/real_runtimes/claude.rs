@@ -296,6 +296,7 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
         .run(&args(&[&resume]), &[user_line("third question")])
         .await;
     steps.push(("--resume (turn 3)".into(), run.view()));
+    let a3 = run.assistant_uuid();
     steps.push((
         "transcript after 3 turns".into(),
         conversation(&env.transcript(session)),
@@ -325,6 +326,25 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
     steps.push(("--resume after the branch".into(), run.view()));
     steps.push((
         "transcript after --resume after the branch".into(),
+        conversation(&env.transcript(session)),
+    ));
+
+    // An entry of the old branch, off the current one: with and without a prompt.
+    let off = format!("--resume-session-at={a3}");
+    let run = env.run(&args(&[&resume, &off]), &[]).await;
+    steps.push((
+        "--resume-session-at off the current branch, without a prompt".into(),
+        run.view(),
+    ));
+    let run = env
+        .run(&args(&[&resume, &off]), &[user_line("off the branch")])
+        .await;
+    steps.push((
+        "--resume-session-at off the current branch, with a prompt".into(),
+        run.view(),
+    ));
+    steps.push((
+        "transcript after --resume-session-at off the current branch".into(),
         conversation(&env.transcript(session)),
     ));
 

@@ -22,7 +22,8 @@
 //!   id of the fresh process) and otherwise the message on stderr, exit 1, with no
 //!   `system/init` before them: `No conversation found with session ID: <id>` (no transcript,
 //!   or one without a conversation) and `No message found with message.uuid of: <uuid>` (no
-//!   chain entry of the transcript has that uuid; an entry of another branch is found).
+//!   entry of the current branch, the one a plain resume follows, has that uuid; an entry of
+//!   another branch is not found either, as on the real CLI).
 //!   A stdin line that is not JSON: `Error parsing streaming input line: <line>: <error>` on
 //!   stderr, exit 1.
 //! - stdout with stream-json: `system/init` (`session_id`, `cwd`, `model`, `permissionMode`,

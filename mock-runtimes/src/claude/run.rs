@@ -439,21 +439,26 @@ impl Run {
         if !transcript.has_conversation() {
             return Err(self.fail_load(&format!("No conversation found with session ID: {id}")));
         }
-        // `--resume-session-at` continues from that entry, wherever it is in the file; a plain
-        // resume from the leaf the real CLI picks (`Transcript::resume_leaf`).
+        // The current branch: the chain to the leaf the real CLI picks for a plain resume
+        // (`Transcript::resume_leaf`). `--resume-session-at` continues from an entry of it; an
+        // entry of another branch is not found, as an unknown uuid is not (Claude Code 2.1.197).
+        let current = transcript
+            .resume_leaf()
+            .and_then(|leaf| transcript.chain_to(&leaf))
+            .unwrap_or_default();
         let entries = match &o.resume_session_at {
-            Some(at) => match transcript.chain_to(at) {
-                Some(entries) => entries,
+            Some(at) => match current
+                .iter()
+                .position(|e| e.get("uuid").and_then(Value::as_str) == Some(at.as_str()))
+            {
+                Some(i) => current[..=i].to_vec(),
                 None => {
                     return Err(
                         self.fail_load(&format!("No message found with message.uuid of: {at}"))
                     )
                 }
             },
-            None => transcript
-                .resume_leaf()
-                .and_then(|leaf| transcript.chain_to(&leaf))
-                .unwrap_or_default(),
+            None => current,
         };
         Ok(Some(Loaded { id, path, entries }))
     }
