@@ -419,13 +419,6 @@ MUTATIONS = [
     ("claude-boundary-applied-twice", CLAUDE,
      [("        if *bound {\n            clear_pending(settings, session_id)?;\n        }\n", "")],
      "@rule:runtime.claude-recovery-ref"),
-    # Later deliveries leave the leaf to the CLI (a plain --resume): after the branch the
-    # boundary made, the real CLI (and the mock) go back to the older branch.
-    ("claude-plain-resume-after-branch", CLAUDE,
-     [("                boundary,\n                ..\n            } => restore_args(session_id, boundary),\n",
-       "                boundary,\n                bound,\n            } if *bound => restore_args(session_id, boundary),\n"
-       "            SessionPlan::Resume { session_id, .. } => stream_args(format!(\"--resume={session_id}\")),\n")],
-     "@rule:runtime.claude-recovery-ref"),
     # A delivery that applies a bound boundary is not checked: a run without effect uses the
     # boundary up, and the rewind is lost.
     ("claude-bound-delivery-unverified", CLAUDE,

@@ -591,6 +591,67 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     t.answer("new process thread/resume paginated", &resumed);
     c.shutdown().await;
 
+    // A thread that never ran a turn, resumed by a new process once its starter exited.
+    let mut e = env.spawn().await;
+    e.handshake().await.expect("initialize e");
+    let empty = e.request("thread/start", json!({})).await;
+    let empty = thread_id(&empty);
+    e.shutdown().await;
+    let mut f = env.spawn().await;
+    f.handshake().await.expect("initialize f");
+    let resumed = f.request("thread/resume", json!({"threadId": empty})).await;
+    t.answer(
+        "new process thread/resume of a thread that never ran a turn",
+        &resumed,
+    );
+    f.shutdown().await;
+
+    // A thread whose only turn was reverted has a rollout: a new process resumes it.
+    let mut h = env.spawn().await;
+    h.handshake().await.expect("initialize h");
+    let once = h.request("thread/start", json!({})).await;
+    let once = thread_id(&once);
+    let (_, done) = turn(&mut h, &once, "the only turn").await;
+    let reverted = h
+        .request(
+            "thread/revert",
+            json!({"threadId": once, "beforeTurnId": turn_id(&done)}),
+        )
+        .await;
+    t.answer("thread/revert of the only turn", &reverted);
+    h.shutdown().await;
+    let mut i = env.spawn().await;
+    i.handshake().await.expect("initialize i");
+    let resumed = i.request("thread/resume", json!({"threadId": once})).await;
+    t.answer(
+        "new process thread/resume of a thread whose only turn was reverted",
+        &resumed,
+    );
+    i.shutdown().await;
+
+    // After thread/unsubscribe the connection hears no more of the thread's turns.
+    let mut g = env.spawn().await;
+    g.handshake().await.expect("initialize g");
+    g.request("thread/resume", json!({"threadId": legacy}))
+        .await
+        .expect("resume legacy");
+    let unsubscribed = g
+        .request("thread/unsubscribe", json!({"threadId": legacy}))
+        .await;
+    t.answer("thread/unsubscribe", &unsubscribed);
+    g.take_notes();
+    let after = g
+        .request(
+            "turn/start",
+            json!({"threadId": legacy, "input": [{"type": "text", "text": "unheard", "text_elements": []}]}),
+        )
+        .await;
+    t.answer("turn/start after thread/unsubscribe", &after);
+    g.drain(Duration::from_secs(3)).await;
+    let notes = g.take_notes();
+    t.notes("notifications after thread/unsubscribe", notes);
+    g.shutdown().await;
+
     // Busy: a turn still running on the holder's own connection.
     let mut d = env.spawn_slow().await;
     d.handshake().await.expect("initialize d");

@@ -149,6 +149,9 @@ struct Shared {
     journal: Journal,
     out: Mutex<std::io::Stdout>,
     session: Mutex<Session>,
+    /// Threads this connection unsubscribed from (`thread/unsubscribe`, until a
+    /// `thread/resume`): it hears only their status changes, as on the real server.
+    unsubscribed: Mutex<HashSet<String>>,
 }
 
 impl Shared {
@@ -166,7 +169,24 @@ impl Shared {
     }
 
     fn notify(&self, method: &str, params: Value) {
+        if method != "thread/status/changed" {
+            if let Some(thread) = params.get("threadId").and_then(Value::as_str) {
+                let unsubscribed = self.unsubscribed.lock().unwrap_or_else(|e| e.into_inner());
+                if unsubscribed.contains(thread) {
+                    return;
+                }
+            }
+        }
         self.send(&json!({ "method": method, "params": params }));
+    }
+
+    fn subscribe(&self, thread: &str, listening: bool) {
+        let mut unsubscribed = self.unsubscribed.lock().unwrap_or_else(|e| e.into_inner());
+        if listening {
+            unsubscribed.remove(thread);
+        } else {
+            unsubscribed.insert(thread.to_owned());
+        }
     }
 }
 
@@ -469,6 +489,7 @@ pub(super) fn serve(cfg: Config) -> ExitCode {
         journal,
         out: Mutex::new(std::io::stdout()),
         session: Mutex::new(Session::default()),
+        unsubscribed: Mutex::default(),
     });
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
@@ -1108,6 +1129,17 @@ fn thread_resume_inner(
     let Some(mut state) = load(shared, &id)? else {
         return Err(unknown_thread("thread/resume", &id));
     };
+    // A thread that never ran a turn has no rollout on disk yet: only the process that started
+    // it knows it (seen on 0.155.1 and 0.171.0). One whose turns were all rolled back or
+    // reverted has one, and one the harness seeded stands for a thread that had one.
+    let never_ran = state.history.iter().all(|e| match e {
+        HistoryEvent::ThreadStarted { seeded, .. } => !seeded,
+        HistoryEvent::TurnStarted { .. } => false,
+        _ => true,
+    });
+    if state.turns.is_empty() && never_ran && !session.loaded.contains(&id) {
+        return Err(unknown_thread("thread/resume", &id));
+    }
     take_writer(shared, &id)?;
     if !bend.no_effect {
         // A turn left running by a process that is gone is interrupted for good.
@@ -1130,6 +1162,7 @@ fn thread_resume_inner(
             save(shared, &state)?;
         }
         session.loaded.insert(id.clone());
+        shared.subscribe(&id, true);
     }
     let with_turns = !p.exclude_turns;
     if with_turns && state.history_mode == HistoryMode::Paginated {
@@ -1258,14 +1291,16 @@ fn thread_turns_list(
     }))
 }
 
-/// `thread/unsubscribe`: the connection stops listening to the thread. The process keeps it
-/// loaded (and stays its writer), as the real server does.
+/// `thread/unsubscribe`: the connection stops listening to the thread: of its later turns it
+/// hears only the status changes. The process keeps it loaded (and stays its writer), as the
+/// real server does.
 fn thread_unsubscribe(shared: &Arc<Shared>, raw_id: &str) -> Result<Value, RpcError> {
     let session = shared.session();
     let id = parse_thread_id(raw_id)?;
     if !session.loaded.contains(&id) {
         return Ok(json!({ "status": "notLoaded" }));
     }
+    shared.subscribe(&id, false);
     Ok(json!({ "status": "unsubscribed" }))
 }
 
