@@ -320,6 +320,9 @@ pub struct SessionView {
     pub ids: Vec<String>,
     /// OpenCode: the message a pending revert points at.
     pub reverted_at: Option<String>,
+    /// Claude: the live leaf entry, of any type (an answer, or a release's attachment after
+    /// it), which a new turn continues from.
+    pub leaf: Option<String>,
 }
 
 impl MockRuntimes {
@@ -670,14 +673,20 @@ impl MockRuntimes {
                     .map(|thread| SessionView {
                         ids: thread.turn_ids(),
                         reverted_at: None,
+                        leaf: None,
                     })
             }
-            MockRuntime::Claude => claude::live_chain(&home, &self.claude_cwd(), id)
-                .map_err(io(action()))?
-                .map(|chain| SessionView {
-                    ids: chain.into_iter().map(|e| e.uuid).collect(),
-                    reverted_at: None,
-                }),
+            MockRuntime::Claude => {
+                let cwd = self.claude_cwd();
+                let leaf = claude::live_leaf(&home, &cwd, id).map_err(io(action()))?;
+                claude::live_chain(&home, &cwd, id)
+                    .map_err(io(action()))?
+                    .map(|chain| SessionView {
+                        ids: chain.into_iter().map(|e| e.uuid).collect(),
+                        reverted_at: None,
+                        leaf,
+                    })
+            }
             MockRuntime::OpenCode => opencode::read_session(&self.opencode_data_home(), id)
                 .map_err(io(action()))?
                 .map(|session| SessionView {
@@ -687,6 +696,7 @@ impl MockRuntimes {
                         .map(str::to_owned)
                         .collect(),
                     reverted_at: session.revert_message_id().map(str::to_owned),
+                    leaf: None,
                 }),
         })
     }

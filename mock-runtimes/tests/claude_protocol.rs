@@ -1,5 +1,8 @@
 //! The mock Claude Code CLI driven as a process, the way a daemon drives the real one: real
 //! flags, stream-json on stdin and stdout, transcripts and journal read back from files.
+//!
+//! The tests imitate Claude Code 2.1.197 unless they say otherwise ([`Env::release`]); what
+//! 2.1.332 does differently has tests of its own at the end.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,7 +10,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rewind_mock_runtimes::claude::{
-    live_chain, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry, SeedSession,
+    live_chain, live_leaf, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry,
+    SeedSession, VERSION_ENV,
 };
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
@@ -23,17 +27,24 @@ const A1: &str = "00000000-0000-4000-8000-0000000000b1";
 const U2: &str = "00000000-0000-4000-8000-0000000000a2";
 const A2: &str = "00000000-0000-4000-8000-0000000000b2";
 
-/// A config dir and a working directory.
+/// A config dir, a working directory and the release imitated.
 struct Env {
     config: tempfile::TempDir,
     cwd: tempfile::TempDir,
+    release: &'static str,
 }
 
 impl Env {
     fn new() -> Env {
+        Env::release("2.1.197")
+    }
+
+    /// An environment whose runs imitate `release`.
+    fn release(release: &'static str) -> Env {
         Env {
             config: tempfile::tempdir().unwrap(),
             cwd: tempfile::tempdir().unwrap(),
+            release,
         }
     }
 
@@ -50,6 +61,7 @@ impl Env {
         cmd.args(args)
             .current_dir(self.cwd())
             .env("CLAUDE_CONFIG_DIR", self.config())
+            .env(VERSION_ENV, self.release)
             .env_remove("IS_SANDBOX")
             .env_remove(WITNESS_ENV)
             .stdout(Stdio::piped())
@@ -1127,4 +1139,97 @@ fn a_faulted_prompt_run_never_reaches_the_witness_and_writes_nothing() {
     assert!(run(&plain).status.success());
     assert_eq!(witness.requests().len(), 1);
     assert_eq!(env.uuids(SESSION).len(), 6);
+}
+
+// ---- Claude Code 2.1.332 ----
+
+/// The lines of a transcript.
+fn lines_of(env: &Env, session: &str) -> Vec<Value> {
+    std::fs::read_to_string(env.transcript(session))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn is_snapshot(line: &Value) -> bool {
+    line.pointer("/attachment/type").and_then(Value::as_str) == Some("prompt_snapshot")
+}
+
+#[test]
+fn release_2332_records_a_prompt_snapshot_after_an_answer_whose_chain_has_none() {
+    let env = Env::release("2.1.332");
+    let new = format!("--session-id={SESSION}");
+    let out = env.run(
+        &refs(&with(&STREAM, &[new.as_str()])),
+        &[user("first", None)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_lines(&out)[0]["claude_code_version"], "2.1.332");
+    let lines = lines_of(&env, SESSION);
+    let snapshots: Vec<&Value> = lines.iter().filter(|l| is_snapshot(l)).collect();
+    assert_eq!(snapshots.len(), 1, "{lines:#?}");
+    let chain = env.chain(SESSION);
+    let answer = &chain[1];
+    assert_eq!(snapshots[0]["parentUuid"], answer.uuid.as_str());
+    let snapshot = snapshots[0]["uuid"].as_str().unwrap().to_owned();
+    let leaf = live_leaf(env.config(), env.cwd(), SESSION).unwrap();
+    assert_eq!(
+        leaf.as_deref(),
+        Some(snapshot.as_str()),
+        "the snapshot is the leaf"
+    );
+
+    // A plain resume chains from the snapshot and writes no other.
+    let resume = format!("--resume={SESSION}");
+    let out = env.run(
+        &refs(&with(&STREAM, &[resume.as_str()])),
+        &[user("second", None)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = lines_of(&env, SESSION);
+    assert_eq!(lines.iter().filter(|l| is_snapshot(l)).count(), 1);
+    let second = lines
+        .iter()
+        .find(|l| {
+            l["type"] == "user" && l.pointer("/message/content/0/text") == Some(&json!("second"))
+        })
+        .expect("the second prompt");
+    assert_eq!(second["parentUuid"], snapshot.as_str());
+
+    // A branch off the first answer has no snapshot on its chain: it gets one; naming the
+    // snapshot itself as the boundary works like any entry of the chain.
+    let at = format!("--resume-session-at={}", answer.uuid);
+    let out = env.run(
+        &refs(&with(&STREAM, &[resume.as_str(), at.as_str()])),
+        &[user("branch", None)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        lines_of(&env, SESSION)
+            .iter()
+            .filter(|l| is_snapshot(l))
+            .count(),
+        2
+    );
+    let branch_leaf = live_leaf(env.config(), env.cwd(), SESSION)
+        .unwrap()
+        .unwrap();
+    let out = restore(&env, SESSION, &branch_leaf);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn release_2332_no_longer_quotes_a_stdin_line_that_is_not_json() {
+    let env = Env::release("2.1.332");
+    let new = format!("--session-id={SESSION}");
+    let out = env.run(
+        &refs(&with(&STREAM, &[new.as_str()])),
+        &["not json".to_owned()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        "Error parsing streaming input line (type=unknown, 8 chars): SyntaxError"
+    );
 }

@@ -34,9 +34,9 @@ pub struct ClaudeEnv {
 }
 
 impl ClaudeEnv {
-    /// The real CLI against a fresh fake Messages API.
-    pub async fn real() -> ClaudeEnv {
-        let program = install::CLAUDE.program();
+    /// The real CLI of `release` against a fresh fake Messages API.
+    pub async fn real(release: install::Release) -> ClaudeEnv {
+        let program = release.program();
         let model = FakeModel::start(Api::Messages).await;
         let mut env = ClaudeEnv::at(program, tempdir("real-claude"));
         for (k, v) in [
@@ -374,7 +374,12 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
         conversation(&env.transcript(session)),
     ));
     if std::env::var_os("REWIND_REAL_DUMP").is_some() {
+        let full = std::env::var("REWIND_REAL_DUMP").as_deref() == Ok("full");
         for line in env.transcript(session) {
+            if full {
+                eprintln!("{} {line}", env.program.display());
+                continue;
+            }
             eprintln!(
                 "{} {} uuid={} parent={} leaf={} {}",
                 env.program.display(),
@@ -389,14 +394,28 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
     steps
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_mock_matches_real() {
-    let real = ClaudeEnv::real().await;
-    let mock = ClaudeEnv::mock();
+/// The mock imitating `release`, and the real `release`, through the same sequence.
+async fn differential(release: install::Release) {
+    let real = ClaudeEnv::real(release).await;
+    let mut mock = ClaudeEnv::mock();
+    mock.env.push((
+        rewind_mock_runtimes::claude::VERSION_ENV.into(),
+        release.version.into(),
+    ));
     let session = uuid::Uuid::new_v4().to_string();
     let real_steps = sequence(&real, &session).await;
     let mock_steps = sequence(&mock, &session).await;
     let mut cmp = Comparison::new(mock.normaliser(), real.normaliser());
     cmp.steps(mock_steps, real_steps);
-    cmp.assert_same("claude 2.1.197");
+    cmp.assert_same(&format!("claude {}", release.version));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_2197_mock_matches_real() {
+    differential(install::CLAUDE_2197).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_2332_mock_matches_real() {
+    differential(install::CLAUDE_2332).await;
 }

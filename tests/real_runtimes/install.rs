@@ -51,18 +51,29 @@ pub const CODEX_0171: Release = Release {
     program: Program::CodexNative,
 };
 
-/// Claude Code 2.1.197: the native binary of the platform package (an optional dependency),
-/// which the package's postinstall also links to `bin/claude.exe`; the platform binary is
-/// preferred, so that an npm that skips install scripts still yields a working program.
-pub const CLAUDE: Release = Release {
+/// Where Claude Code's program lands: the native binary of the platform package (an optional
+/// dependency), which the package's postinstall also links to `bin/claude.exe`; the platform
+/// binary is preferred, so that an npm that skips install scripts still yields a working program.
+const CLAUDE_PROGRAM: Program = Program::Paths(&[
+    "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    "node_modules/@anthropic-ai/claude-code-linux-arm64/claude",
+    "node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+]);
+
+/// Claude Code 2.1.197.
+pub const CLAUDE_2197: Release = Release {
     name: "claude-code",
     package: "@anthropic-ai/claude-code",
     version: "2.1.197",
-    program: Program::Paths(&[
-        "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
-        "node_modules/@anthropic-ai/claude-code-linux-arm64/claude",
-        "node_modules/@anthropic-ai/claude-code/bin/claude.exe",
-    ]),
+    program: CLAUDE_PROGRAM,
+};
+
+/// Claude Code 2.1.332: writes `prompt_snapshot` attachment records into the transcript.
+pub const CLAUDE_2332: Release = Release {
+    name: "claude-code",
+    package: "@anthropic-ai/claude-code",
+    version: "2.1.332",
+    program: CLAUDE_PROGRAM,
 };
 
 /// OpenCode 1.18.33, the Linux x64 native package.
@@ -74,7 +85,7 @@ pub const OPENCODE: Release = Release {
 };
 
 /// Every pinned release.
-pub const ALL: [Release; 4] = [CODEX_0155, CODEX_0171, CLAUDE, OPENCODE];
+pub const ALL: [Release; 5] = [CODEX_0155, CODEX_0171, CLAUDE_2197, CLAUDE_2332, OPENCODE];
 
 /// The cache directory.
 pub fn cache_dir() -> PathBuf {

@@ -273,7 +273,30 @@ async fn claude(env: ClaudeEnv, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_restores_real_claude() {
-    claude(ClaudeEnv::real().await, "real claude 2.1.197").await;
+    claude(
+        ClaudeEnv::real(install::CLAUDE_2197).await,
+        "real claude 2.1.197",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_restores_real_claude_2332() {
+    claude(
+        ClaudeEnv::real(install::CLAUDE_2332).await,
+        "real claude 2.1.332",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_restores_mock_claude_2332() {
+    let mut env = ClaudeEnv::mock();
+    env.env.push((
+        rewind_mock_runtimes::claude::VERSION_ENV.into(),
+        install::CLAUDE_2332.version.into(),
+    ));
+    claude(env, "mock claude 2.1.332").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

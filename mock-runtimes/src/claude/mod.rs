@@ -125,12 +125,15 @@ mod run;
 mod transcript;
 
 pub use transcript::{
-    live_chain, project_slug, seed_session, transcript_path, ChainEntry, SeedEntry, SeedSession,
-    VERSION,
+    at_least, live_chain, live_leaf, project_slug, seed_session, transcript_path, version,
+    ChainEntry, SeedEntry, SeedSession, VERSION, VERSIONS,
 };
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The environment variable selecting the imitated Claude Code release.
+pub const VERSION_ENV: &str = "REWIND_MOCK_CLAUDE_VERSION";
 
 /// The CLI's configuration directory: `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`.
 pub fn config_dir() -> PathBuf {

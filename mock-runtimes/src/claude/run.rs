@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::args::{self, Options};
 use super::transcript::{
     append_lines, content_text, empty_usage, find_transcript, projects_dir, transcript_path,
-    EntryContext, Transcript, DEFAULT_MODEL, VERSION,
+    EntryContext, Transcript, DEFAULT_MODEL,
 };
 use crate::faults::{FaultKind, FaultPlan, FaultRule};
 use crate::journal::{Journal, JournalEntry};
@@ -267,7 +267,7 @@ impl Run {
     fn execute(&mut self) -> Result<(), Exit> {
         match self.mode {
             Mode::Version => {
-                emit_text(&format!("{VERSION} (Claude Code)"));
+                emit_text(&format!("{} (Claude Code)", super::transcript::version()));
                 self.record("ok", None);
                 return Ok(());
             }
@@ -623,7 +623,7 @@ impl Run {
                 "permissionMode": self.permission_mode(),
                 "slash_commands": [],
                 "apiKeySource": "none",
-                "claude_code_version": VERSION,
+                "claude_code_version": super::transcript::version(),
                 "output_style": "default",
                 "agents": [],
                 "skills": [],
@@ -680,6 +680,11 @@ impl Run {
             } else {
                 None
             },
+            has_snapshot: loaded.as_ref().is_some_and(|l| {
+                l.entries.iter().any(|e| {
+                    e.pointer("/attachment/type").and_then(Value::as_str) == Some("prompt_snapshot")
+                })
+            }),
             turns: 0,
         };
         if let Some(prompt) = text_prompt {
@@ -741,6 +746,13 @@ impl Run {
     fn stdin_message(&mut self, line: &str) -> Result<Option<(Value, Option<String>)>, Exit> {
         let message: Value = match serde_json::from_str(line) {
             Ok(v) => v,
+            Err(_) if super::transcript::at_least("2.1.332") => {
+                // 2.1.332 no longer quotes the line.
+                return Err(self.fail_stderr(&format!(
+                    "Error parsing streaming input line (type=unknown, {} chars): SyntaxError",
+                    line.chars().count()
+                )));
+            }
             Err(_) => {
                 return Err(self.fail_stderr(&format!(
                     "Error parsing streaming input line: {line}: SyntaxError: JSON Parse error: {}",
@@ -865,13 +877,24 @@ impl Run {
         let reply = crate::reply_to(&prompt);
         let assistant = uuid::Uuid::new_v4().to_string();
         let entry = c.ctx.assistant_entry(&assistant, Some(&parent), &reply);
-        let mut after = vec![entry.clone(), c.ctx.last_prompt(&prompt, &assistant)];
+        let mut after = vec![entry.clone()];
+        // Claude Code 2.1.332 records the prompt in use after the answer when the chain holds no
+        // snapshot yet (a new session, a branch off an earlier entry): a chain entry, and the
+        // leaf the next prompt continues from.
+        let mut leaf = assistant.clone();
+        if super::transcript::writes_prompt_snapshots() && !c.has_snapshot {
+            let snapshot = uuid::Uuid::new_v4().to_string();
+            after.push(c.ctx.prompt_snapshot_entry(&snapshot, &assistant));
+            c.has_snapshot = true;
+            leaf = snapshot;
+        }
+        after.push(c.ctx.last_prompt(&prompt, &leaf));
         if c.chain.len() == 2 {
             // The real CLI records the permission mode once, after the session's second turn.
             after.push(c.ctx.mode_record());
         }
         self.persist(&c.path, &after)?;
-        c.leaf = Some(assistant.clone());
+        c.leaf = Some(leaf);
         c.chain.push(user.clone());
         c.chain.push(assistant.clone());
         // Later prompts of the run go to the session this one wrote to (a fork's new one).
@@ -951,6 +974,8 @@ struct Conversation {
     witness_target: String,
     /// A fork's inherited chain, written with its first turn.
     pending_fork: Option<Vec<Value>>,
+    /// Whether the chain to `leaf` holds a `prompt_snapshot` attachment.
+    has_snapshot: bool,
     turns: u32,
 }
 

@@ -15,9 +15,37 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// The version the mock reports (`--version`, `system/init`, transcript `version`): the
-/// release whose behaviour it imitates.
-pub const VERSION: &str = "2.1.197";
+/// The release the mock imitates when `REWIND_MOCK_CLAUDE_VERSION` is unset.
+pub const VERSION: &str = "2.1.332";
+
+/// Every release the mock imitates, oldest first.
+pub const VERSIONS: [&str; 2] = ["2.1.197", "2.1.332"];
+
+/// The release imitated by this process: `REWIND_MOCK_CLAUDE_VERSION` when it names one of
+/// [`VERSIONS`], else [`VERSION`]. It is what the mock reports (`--version`, `system/init`,
+/// transcript `version`) and whose behaviour it follows.
+pub fn version() -> &'static str {
+    let wanted = std::env::var(super::VERSION_ENV).unwrap_or_default();
+    VERSIONS
+        .iter()
+        .find(|v| **v == wanted)
+        .copied()
+        .unwrap_or(VERSION)
+}
+
+/// Whether the release imitated is `release` or a later one.
+pub fn at_least(release: &str) -> bool {
+    fn parts(v: &str) -> Vec<u32> {
+        v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+    }
+    parts(version()) >= parts(release)
+}
+
+/// Whether this process imitates a release that writes a `prompt_snapshot` attachment after an
+/// answer whose chain holds none yet (Claude Code 2.1.332; 2.1.197 writes none).
+pub fn writes_prompt_snapshots() -> bool {
+    at_least("2.1.332")
+}
 
 /// The model the canned replies claim when `--model` is not given.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
@@ -150,6 +178,18 @@ pub fn seed_session(config_dir: &Path, session: &SeedSession) -> std::io::Result
     std::fs::write(&path, render(&lines))
 }
 
+/// The live leaf of `session_id` in the project of `cwd`: the chain entry a new turn continues
+/// from (any type: an answer, or the `prompt_snapshot` attachment 2.1.332 writes after one).
+/// `None` when there is no transcript or no chain.
+pub fn live_leaf(
+    config_dir: &Path,
+    cwd: &Path,
+    session_id: &str,
+) -> std::io::Result<Option<String>> {
+    let path = transcript_path(config_dir, cwd, session_id);
+    Ok(Transcript::load(&path)?.and_then(|t| t.leaf()))
+}
+
 /// The live conversation of `session_id` in the project of `cwd`: user and assistant
 /// messages on the chain from the live leaf, oldest first. `None` when there is no
 /// transcript.
@@ -183,7 +223,7 @@ impl EntryContext {
         m.insert("userType".into(), json!("external"));
         m.insert("cwd".into(), json!(self.cwd));
         m.insert("sessionId".into(), json!(self.session_id));
-        m.insert("version".into(), json!(VERSION));
+        m.insert("version".into(), json!(version()));
         m.insert("gitBranch".into(), json!(""));
         m.insert("type".into(), json!(kind));
         m.insert("uuid".into(), json!(uuid));
@@ -214,6 +254,18 @@ impl EntryContext {
 
     /// An `attachment` chain entry of `kind` (context the CLI adds to a session's first turn,
     /// after its user entry: `agent_listing_delta`, `skill_listing`).
+    /// The `prompt_snapshot` attachment Claude Code 2.1.332 writes after an answer: a chain
+    /// entry (the next prompt chains from it) recording the system prompt and tools in use.
+    pub fn prompt_snapshot_entry(&self, uuid: &str, parent: &str) -> Value {
+        let mut m = self.envelope("attachment", uuid, Some(parent));
+        m.insert(
+            "attachment".into(),
+            json!({"type": "prompt_snapshot", "cliPrefix": "mock", "systemPrompt": [],
+                   "tools": [], "contextRendering": "announced"}),
+        );
+        Value::Object(m)
+    }
+
     pub fn attachment_entry(&self, uuid: &str, parent: Option<&str>, kind: &str) -> Value {
         let mut m = self.envelope("attachment", uuid, parent);
         m.insert(

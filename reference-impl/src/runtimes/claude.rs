@@ -132,10 +132,10 @@ pub async fn restore(
     write_pending(settings, session_id, boundary_uuid)?;
     Ok(Restored::Bound {
         detail: format!(
-            "boundary {boundary_uuid} is message {} of {} on the live chain of session \
+            "boundary {boundary_uuid} is entry {} of {} on the live chain of session \
              {session_id}; the next delivery resumes there",
             at + 1,
-            chain.messages.len()
+            chain.entries.len()
         ),
     })
 }
@@ -395,7 +395,7 @@ fn verify_continues_from(
     let chain = LiveChain::of(&read_transcript(settings, session_id)?);
     let next = chain
         .position(boundary)
-        .and_then(|at| chain.messages.get(at + 1));
+        .and_then(|at| chain.message_after(at));
     match next {
         Some(message)
             if message.kind == "user"
@@ -787,7 +787,7 @@ fn transcript_file(settings: &ClaudeSettings, session_id: &str) -> PathBuf {
     others.into_iter().find(|p| p.is_file()).unwrap_or(own)
 }
 
-/// One user or assistant message of the live chain.
+/// One entry of the live chain: its uuid and its type (`user`, `assistant`, `attachment`, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Message {
     uuid: String,
@@ -799,7 +799,12 @@ struct Message {
 struct LiveChain {
     /// The uuid the walk started from.
     leaf: Option<String>,
-    /// User and assistant messages, oldest first.
+    /// Every chain entry from the root to the leaf, oldest first, whatever its type (user and
+    /// assistant messages, and the attachments a release writes between them, such as the
+    /// `prompt_snapshot` Claude Code 2.1.332 records after an answer): a boundary or a leaf
+    /// may be any of them.
+    entries: Vec<Message>,
+    /// The user and assistant messages among `entries`, oldest first.
     messages: Vec<Message>,
 }
 
@@ -830,7 +835,7 @@ impl LiveChain {
             .filter(|leaf| by_uuid.contains_key(*leaf))
             .map(str::to_owned);
         let leaf = marked.or_else(|| entries.last().and_then(|v| uuid_of(v)));
-        let mut messages = Vec::new();
+        let mut entries = Vec::new();
         let mut seen = HashSet::new();
         let mut next = leaf.clone();
         while let Some(uuid) = next {
@@ -841,24 +846,39 @@ impl LiveChain {
                 break;
             };
             let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
-            if kind == "user" || kind == "assistant" {
-                messages.push(Message {
-                    uuid: uuid.clone(),
-                    kind: kind.to_owned(),
-                });
-            }
+            entries.push(Message {
+                uuid: uuid.clone(),
+                kind: kind.to_owned(),
+            });
             next = entry
                 .get("parentUuid")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
         }
-        messages.reverse();
-        LiveChain { leaf, messages }
+        entries.reverse();
+        let messages = entries
+            .iter()
+            .filter(|m| m.kind == "user" || m.kind == "assistant")
+            .cloned()
+            .collect();
+        LiveChain {
+            leaf,
+            entries,
+            messages,
+        }
     }
 
-    /// Where `uuid` is on the live conversation.
+    /// Where `uuid` is among the live chain's entries (of any type).
     fn position(&self, uuid: &str) -> Option<usize> {
-        self.messages.iter().position(|m| m.uuid == uuid)
+        self.entries.iter().position(|m| m.uuid == uuid)
+    }
+
+    /// The first user or assistant message after entry `at` of the live chain.
+    fn message_after(&self, at: usize) -> Option<&Message> {
+        self.entries
+            .get(at + 1..)?
+            .iter()
+            .find(|m| m.kind == "user" || m.kind == "assistant")
     }
 
     /// The live conversation, for failure messages.
@@ -923,6 +943,12 @@ mod tests {
         assert!(chain.ends_at("a2"));
         assert!(!chain.ends_at("a1"));
         assert_eq!(chain.messages[2].kind, "user");
+        // An attachment on the chain (a 2.1.332 `prompt_snapshot`) is a boundary like any
+        // entry: found, and followed by the next message.
+        let at = chain
+            .position("x2")
+            .expect("the attachment is on the chain");
+        assert_eq!(chain.message_after(at).map(|m| m.uuid.as_str()), Some("u2"));
 
         let rewound = format!("{text}\n{}", marker("a1"));
         assert!(LiveChain::of(&rewound).ends_at("a1"));
@@ -1348,7 +1374,7 @@ mod tests {
         // The second turn continues from the first one's leaf.
         let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(chain.messages.len(), 4, "{:?}", chain.messages);
-        assert!(chain.messages.iter().any(|m| m.uuid == leaf));
+        assert!(chain.entries.iter().any(|m| m.uuid == leaf));
         // The point restores: bound to the next delivery, which continues from it.
         let restored = restore(&settings, timeout, &session, &leaf).await.unwrap();
         assert!(matches!(restored, Restored::Bound { .. }), "{restored:?}");
@@ -1384,8 +1410,15 @@ mod tests {
             serde_json::json!({"sessionId": session, "boundaryUuid": leaf})
         );
         let chain = LiveChain::of(&std::fs::read_to_string(&path).unwrap());
-        let at = chain.position(&leaf).unwrap();
-        assert_eq!(at, 1, "{:?}", chain.messages);
+        // The first turn's leaf: its answer (2.1.197), or the snapshot after it (2.1.332).
+        let at = chain.position(&leaf).expect("the leaf is on the chain");
+        let answer = chain.entries[..=at]
+            .iter()
+            .rev()
+            .find(|m| m.kind == "assistant")
+            .expect("an answer at or before the leaf");
+        let at = chain.messages.iter().position(|m| m.uuid == answer.uuid);
+        assert_eq!(at, Some(1), "{:?}", chain.messages);
         assert_eq!(chain.messages.len(), 4, "the second turn left the chain");
         assert_eq!(read_pending(&settings, &session).unwrap(), None);
 

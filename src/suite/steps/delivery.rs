@@ -502,12 +502,25 @@ async fn failed_point(world: &mut RewindWorld, name: String, agent: String) -> a
             reference.get("turnCount").unwrap_or(&Value::Null),
             noted.len()
         ),
-        "claude" => ensure!(
-            field("boundaryUuid") == noted.last().map(String::as_str),
-            "the point left for `{name}` holds boundaryUuid {:?}, but the live leaf is {:?}",
-            field("boundaryUuid"),
-            noted.last()
-        ),
+        "claude" => {
+            // The live leaf may be the last message or an entry a release writes after it (a
+            // 2.1.332 `prompt_snapshot`): either continues from the same conversation.
+            let view = world.mocks()?.view_session(MockRuntime::Claude, &session)?;
+            let leaf = view
+                .as_ref()
+                .filter(|v| v.ids == noted)
+                .and_then(|v| v.leaf.clone());
+            let boundary = field("boundaryUuid");
+            ensure!(
+                boundary.is_some()
+                    && (boundary == noted.last().map(String::as_str)
+                        || boundary == leaf.as_deref()),
+                "the point left for `{name}` holds boundaryUuid {boundary:?}, but the live leaf \
+                 is {:?} (its last message {:?})",
+                leaf,
+                noted.last()
+            );
+        }
         _ => ensure!(
             field("messageId").is_some_and(|m| !noted.iter().any(|n| n == m)),
             "the point left for `{name}` holds messageId {:?}, a message the session still \
