@@ -419,6 +419,13 @@ MUTATIONS = [
     ("claude-boundary-applied-twice", CLAUDE,
      [("        if *bound {\n            clear_pending(settings, session_id)?;\n        }\n", "")],
      "@rule:runtime.claude-recovery-ref"),
+    # The live chain is searched for the boundary among user and assistant messages only:
+    # Claude Code 2.1.332 names a prompt_snapshot attachment as the leaf, and such a boundary
+    # is then never found.
+    ("claude-boundary-among-messages-only", CLAUDE,
+     [("        self.entries.iter().position(|m| m.uuid == uuid)\n",
+       "        self.messages.iter().position(|m| m.uuid == uuid)\n")],
+     "@rule:runtime.claude-recovery-ref"),
     # A delivery that applies a bound boundary is not checked: a run without effect uses the
     # boundary up, and the rewind is lost.
     ("claude-bound-delivery-unverified", CLAUDE,
