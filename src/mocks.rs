@@ -108,6 +108,9 @@ pub enum MockError {
     /// A fault plan could not be read.
     #[error("{0}")]
     Faults(String),
+    /// A release the mock does not imitate.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// What the mocks of this process hold outside it: directories and OpenCode server processes,
@@ -308,6 +311,8 @@ pub struct MockRuntimes {
     seeded: BTreeMap<String, Vec<String>>,
     /// The Codex release the app-server imitates (`None`: the mock's default).
     codex_version: Option<String>,
+    /// The Claude Code release the CLI imitates (`None`: the mock's default).
+    claude_version: Option<String>,
     /// The delivery witness the mocks call, when the scenario has a database to witness.
     witness: Option<DeliveryWitness>,
 }
@@ -345,6 +350,7 @@ impl MockRuntimes {
             sessions: BTreeMap::new(),
             seeded: BTreeMap::new(),
             codex_version: None,
+            claude_version: None,
             witness: None,
         };
         mocks.make_homes()?;
@@ -392,6 +398,7 @@ impl MockRuntimes {
             sessions: BTreeMap::new(),
             seeded: BTreeMap::new(),
             codex_version: None,
+            claude_version: None,
             witness: match witness_db {
                 Some(pool) => Some(
                     DeliveryWitness::start(pool)
@@ -612,6 +619,19 @@ impl MockRuntimes {
         Ok(())
     }
 
+    /// Makes the Claude mock imitate Claude Code `version` (one of
+    /// `rewind_mock_runtimes::claude::VERSIONS`) in the programs handed over from now on.
+    pub fn use_claude_version(&mut self, version: &str) -> Result<(), MockError> {
+        if !claude::VERSIONS.contains(&version) {
+            return Err(MockError::Unsupported(format!(
+                "the claude mock imitates {}, not {version}",
+                claude::VERSIONS.join(" and ")
+            )));
+        }
+        self.claude_version = Some(version.to_owned());
+        Ok(())
+    }
+
     /// The home directory of one mock (`CODEX_HOME`, `CLAUDE_CONFIG_DIR`, the OpenCode data
     /// directory inside `XDG_DATA_HOME`).
     pub fn home(&self, runtime: MockRuntime) -> PathBuf {
@@ -722,6 +742,11 @@ impl MockRuntimes {
                 "CLAUDE_CONFIG_DIR".to_owned(),
                 self.home(MockRuntime::Claude).display().to_string(),
             ))
+            .chain(
+                self.claude_version
+                    .iter()
+                    .map(|v| (claude::VERSION_ENV.to_owned(), v.clone())),
+            )
             .chain(self.witness_env())
             .collect(),
             claude_cwd: self.claude_cwd(),
@@ -769,7 +794,10 @@ impl MockRuntimes {
                 .codex_version
                 .clone()
                 .unwrap_or_else(|| codex::DEFAULT_VERSION.to_owned()),
-            MockRuntime::Claude => rewind_mock_runtimes::claude::VERSION.to_owned(),
+            MockRuntime::Claude => self
+                .claude_version
+                .clone()
+                .unwrap_or_else(|| claude::VERSION.to_owned()),
             MockRuntime::OpenCode => rewind_mock_runtimes::opencode::VERSION.to_owned(),
         }
     }

@@ -24,6 +24,9 @@
 //! # knows, 0.171.0). An implementation that restores only with `thread/rollback` declares a
 //! # release that still has it, 0.155.1; scenarios that name a release keep theirs.
 //! codexRelease: 0.155.1
+//! # Optional: the Claude Code release the Claude mock imitates (default: the current one,
+//! # 2.1.332; 2.1.197 is the other it knows).
+//! claudeRelease: 2.1.197
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,6 +88,9 @@ pub struct CapabilityProfile {
     /// The Codex release the Codex mock imitates in every scenario that names none (`None`: the
     /// mock's default, the current release).
     pub codex_release: Option<String>,
+    /// The Claude Code release the Claude mock imitates (`None`: the mock's default, the
+    /// current release).
+    pub claude_release: Option<String>,
     /// Where the declaration came from, for reports.
     pub source: ProfileSource,
 }
@@ -120,6 +126,8 @@ struct ProfileDoc {
     error_codes: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     codex_release: Option<Spanned<String>>,
+    #[serde(default)]
+    claude_release: Option<Spanned<String>>,
 }
 
 impl CapabilityProfile {
@@ -162,6 +170,7 @@ impl CapabilityProfile {
             surfaces: pick(&SURFACES),
             error_codes: BTreeMap::new(),
             codex_release: None,
+            claude_release: None,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -173,6 +182,7 @@ impl CapabilityProfile {
             surfaces: SURFACES.iter().map(|s| (*s).to_owned()).collect(),
             error_codes: BTreeMap::new(),
             codex_release: None,
+            claude_release: None,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -233,11 +243,31 @@ impl CapabilityProfile {
                 Some(release.value.trim().to_owned())
             }
         };
+        let claude_release = match doc.claude_release {
+            None => None,
+            Some(release) => {
+                let known = rewind_mock_runtimes::claude::VERSIONS;
+                let wanted = release.value.trim();
+                if !known.contains(&wanted) {
+                    return Err(ProfileError::at(
+                        path,
+                        release.referenced,
+                        format!(
+                            "claudeRelease: `{wanted}` is not a Claude Code release the mock \
+                             imitates ({})",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                Some(wanted.to_owned())
+            }
+        };
         Ok(CapabilityProfile {
             runtimes: names(doc.runtimes, &RUNTIMES, "runtime")?,
             surfaces: names(doc.surfaces, &SURFACES, "surface")?,
             error_codes,
             codex_release,
+            claude_release,
             source: ProfileSource::File(path.to_path_buf()),
         })
     }
@@ -268,9 +298,14 @@ impl CapabilityProfile {
         };
         let release = self
             .codex_release
-            .as_ref()
+            .iter()
             .map(|r| format!("; codex release {r}"))
-            .unwrap_or_default();
+            .chain(
+                self.claude_release
+                    .iter()
+                    .map(|r| format!("; claude release {r}")),
+            )
+            .collect::<String>();
         format!(
             "runtimes {}; surfaces {}{release} (from {})",
             list(&self.runtimes),
@@ -300,6 +335,15 @@ mod tests {
         assert_eq!(
             parse("runtimes: []\nsurfaces: []\n").unwrap().codex_release,
             None
+        );
+        let p = parse("runtimes: [claude]\nsurfaces: []\nclaudeRelease: 2.1.197\n").expect("valid");
+        assert_eq!(p.claude_release.as_deref(), Some("2.1.197"));
+        let err = parse("runtimes: [claude]\nsurfaces: []\nclaudeRelease: 9.9.9\n")
+            .expect_err("unknown claude release")
+            .to_string();
+        assert!(
+            err.contains("claudeRelease: `9.9.9` is not a Claude Code release"),
+            "{err}"
         );
         let err = parse("runtimes: [codex]\nsurfaces: []\ncodexRelease: latest\n")
             .expect_err("not a version")

@@ -50,6 +50,11 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
             .use_codex_version(release)
             .with_context(|| format!("making the codex mock imitate release {release}"))?;
     }
+    if let Some(release) = &ctx.applicability.profile().claude_release {
+        mocks
+            .use_claude_version(release)
+            .with_context(|| format!("making the claude mock imitate release {release}"))?;
+    }
     let request = ctx.attach_request(&db, mocks.endpoints(), world.holds_restore);
     let violations = crate::suite::world::Violations::default();
     // The mocks belong to the world from here on, so that a failed attach still stops them.
