@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Run the real-runtime tier: the mocks and the reference implementation against pinned releases
-# of the real runtimes (Codex 0.155.1 and 0.171.0, Claude Code 2.1.197 and 2.1.332, OpenCode 1.18.33), run
-# offline against fake model APIs on loopback.
+# of the real runtimes (Codex 0.155.1 and 0.171.0, Claude Code 2.1.197 and 2.1.332, OpenCode
+# 1.18.33 and 1.18.34), run offline against fake model APIs on loopback.
 #
 #   ci/real-runtimes.sh [extra arguments for the test binary, e.g. a test name filter]
 #
 # Step 1 installs the releases from the npm registry (needs Node.js, npm and the network the
 # first time only) into the cache: $REWIND_REAL_RUNTIMES_DIR, else <cargo target dir>/real-runtimes.
-# An installed release is reused; a CI cache should keep that directory (about 1.6 GB).
+# An installed release is reused; a CI cache should keep that directory (about 1.8 GB).
 # Step 2 runs `cargo test --features real-runtimes --test real_runtimes`, which needs no network.
 # The wall time of each step and of the whole run is printed at the end.
 #

@@ -84,8 +84,23 @@ pub const OPENCODE: Release = Release {
     program: Program::Paths(&["node_modules/opencode-linux-x64/bin/opencode"]),
 };
 
+/// OpenCode 1.18.34, the newest release on 2026-12-04.
+pub const OPENCODE_11834: Release = Release {
+    name: "opencode",
+    package: "opencode-linux-x64",
+    version: "1.18.34",
+    program: Program::Paths(&["node_modules/opencode-linux-x64/bin/opencode"]),
+};
+
 /// Every pinned release.
-pub const ALL: [Release; 5] = [CODEX_0155, CODEX_0171, CLAUDE_2197, CLAUDE_2332, OPENCODE];
+pub const ALL: [Release; 6] = [
+    CODEX_0155,
+    CODEX_0171,
+    CLAUDE_2197,
+    CLAUDE_2332,
+    OPENCODE,
+    OPENCODE_11834,
+];
 
 /// The cache directory.
 pub fn cache_dir() -> PathBuf {

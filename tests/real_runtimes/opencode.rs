@@ -36,8 +36,8 @@ pub struct OpenCodeEnv {
 
 impl OpenCodeEnv {
     /// The real server against a fresh fake Chat Completions API.
-    pub async fn real() -> OpenCodeEnv {
-        let program = install::OPENCODE.program();
+    pub async fn real(release: install::Release) -> OpenCodeEnv {
+        let program = release.program();
         let model = FakeModel::start(Api::ChatCompletions).await;
         let mut env = OpenCodeEnv::start(program, tempdir("real-opencode"), &model.base_v1()).await;
         env.model = Some(model);
@@ -422,10 +422,9 @@ async fn sequence(env: &OpenCodeEnv) -> Vec<(String, Value)> {
     steps
 }
 
-/// The real and the mock server answer alike.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opencode_mock_matches_real() {
-    let real = OpenCodeEnv::real().await;
+/// The real server of `release` and the mock answer alike.
+async fn differential(release: install::Release) {
+    let real = OpenCodeEnv::real(release).await;
     let mock = OpenCodeEnv::mock().await;
     let real_steps = sequence(&real).await;
     let mock_steps = sequence(&mock).await;
@@ -433,5 +432,15 @@ async fn opencode_mock_matches_real() {
     cmp.steps(mock_steps, real_steps);
     real.stop().await;
     mock.stop().await;
-    cmp.assert_same("opencode 1.18.33");
+    cmp.assert_same(&format!("opencode {}", release.version));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_mock_matches_real() {
+    differential(install::OPENCODE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_11834_mock_matches_real() {
+    differential(install::OPENCODE_11834).await;
 }

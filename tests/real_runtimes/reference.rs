@@ -371,7 +371,20 @@ async fn opencode(env: OpenCodeEnv, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_restores_real_opencode() {
-    opencode(OpenCodeEnv::real().await, "real opencode 1.18.33").await;
+    opencode(
+        OpenCodeEnv::real(install::OPENCODE).await,
+        "real opencode 1.18.33",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_restores_real_opencode_11834() {
+    opencode(
+        OpenCodeEnv::real(install::OPENCODE_11834).await,
+        "real opencode 1.18.34",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
