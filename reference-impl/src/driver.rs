@@ -223,7 +223,14 @@ impl Session {
                 message_id: posted.id,
                 seq: posted.seq,
             }),
-            Ok(None) => Err(failure("internal", "the message was not written")),
+            // No client message id is sent, so nothing but an archived scope refuses it.
+            Ok(None) => Err(failure(
+                "bad_request",
+                format!(
+                    "scope `{}` is archived: it takes no messages",
+                    message.scope_id
+                ),
+            )),
             Err(e) => Err(failure("internal", e)),
         }
     }

@@ -45,7 +45,9 @@ pub struct Posted {
     pub global_seq: i64,
 }
 
-/// Appends `message`; returns `None` when its client message id already exists in the scope.
+/// Appends `message`; returns `None` when its client message id already exists in the scope, or
+/// when the scope is archived (checked under the scope's row lock: a cascading rewind that
+/// archived a reply thread while the message waited for the lock leaves it no place to go).
 ///
 /// The seq is one above the scope's `latest_seq` high-water mark and the global seq one above the
 /// workspace's, so a message after a rewind never reuses a rewound seq.
@@ -63,18 +65,23 @@ pub async fn post_in(
     tx: &mut PgConnection,
     message: &NewMessage,
 ) -> Result<Option<Posted>, RewindError> {
-    let scope: Option<(String, i64)> =
-        sqlx::query_as("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE")
-            .bind(&message.scope_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .db("locking the scope")?;
-    let Some((workspace_id, latest_seq)) = scope else {
+    let scope: Option<(String, i64, bool)> = sqlx::query_as(
+        "SELECT workspace_id, latest_seq, archived_at IS NOT NULL FROM scopes WHERE id = $1 \
+         FOR UPDATE",
+    )
+    .bind(&message.scope_id)
+    .fetch_optional(&mut *tx)
+    .await
+    .db("locking the scope")?;
+    let Some((workspace_id, latest_seq, archived)) = scope else {
         return Err(RewindError::Database {
             action: "posting a message",
             source: sqlx::Error::RowNotFound,
         });
     };
+    if archived {
+        return Ok(None);
+    }
     if let Some(client_id) = &message.client_message_id {
         let exists: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM scope_messages WHERE scope_id = $1 AND client_message_id = $2)",
