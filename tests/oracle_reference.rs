@@ -21,7 +21,9 @@ use rewind_conformance::fixtures::{load_fixture_dir, seed_fixture, Fixture};
 use rewind_conformance::inspect::DbSnapshot;
 use rewind_conformance::mocks::{MockPrograms, MockRuntimes};
 use rewind_conformance::oracle::{consistency, judge, predict, Deployment, State};
-use rewind_conformance::postgres::{PostgresChoice, PostgresServer, TemplateDatabase};
+use rewind_conformance::postgres::{
+    PostgresChoice, PostgresServer, ScenarioDatabase, TemplateDatabase,
+};
 use rewind_conformance::sut::reference::ReferenceSut;
 use rewind_conformance::sut::{
     Actor, AttachRequest, ConversationApi, DatabaseTarget, Limits, RewindRequest, RewindResponse,
@@ -114,17 +116,7 @@ impl Run<'_> {
             .expect("the mock runtimes");
         let api = self
             .sut
-            .attach(&AttachRequest {
-                database: DatabaseTarget {
-                    url: db.url.clone(),
-                    name: db.name.clone(),
-                },
-                runtimes: mocks.endpoints(),
-                limits: Limits {
-                    restore_timeout_ms: 5_000,
-                    request_timeout_ms: 30_000,
-                },
-            })
+            .attach(&attach_request(&db, &mocks))
             .await
             .expect("attaching the reference");
         let start = state(&mut conn).await;
@@ -225,6 +217,21 @@ async fn check(passes: Vec<Pass>) {
     );
 }
 
+/// What the reference is told when it is attached to `db` and these mocks.
+fn attach_request(db: &ScenarioDatabase, mocks: &MockRuntimes) -> AttachRequest {
+    AttachRequest {
+        database: DatabaseTarget {
+            url: db.url.clone(),
+            name: db.name.clone(),
+        },
+        runtimes: mocks.endpoints(),
+        limits: Limits {
+            restore_timeout_ms: 5_000,
+            request_timeout_ms: 30_000,
+        },
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_oracle_allows_what_the_recommended_reference_does() {
     check(vec![Pass {
@@ -289,17 +296,7 @@ async fn storms_of_rewinds_and_sends_leave_consistent_states() {
                 .expect("the mock runtimes");
             let api: Arc<dyn ConversationApi> = Arc::from(
                 ReferenceSut::default()
-                    .attach(&AttachRequest {
-                        database: DatabaseTarget {
-                            url: db.url.clone(),
-                            name: db.name.clone(),
-                        },
-                        runtimes: mocks.endpoints(),
-                        limits: Limits {
-                            restore_timeout_ms: 5_000,
-                            request_timeout_ms: 30_000,
-                        },
-                    })
+                    .attach(&attach_request(&db, &mocks))
                     .await
                     .expect("attaching the reference"),
             );
