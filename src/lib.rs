@@ -18,6 +18,7 @@ pub mod mocks;
 pub mod oracle;
 pub mod postgres;
 pub mod profile;
+pub mod real;
 pub mod register_doc;
 pub mod sut;
 pub mod witness;

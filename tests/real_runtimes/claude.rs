@@ -36,7 +36,7 @@ pub struct ClaudeEnv {
 impl ClaudeEnv {
     /// The real CLI of `release` against a fresh fake Messages API.
     pub async fn real(release: install::Release) -> ClaudeEnv {
-        let program = release.program();
+        let program = release.program().unwrap_or_else(|e| panic!("{e}"));
         let model = FakeModel::start(Api::Messages).await;
         let mut env = ClaudeEnv::at(program, tempdir("real-claude"));
         for (k, v) in [
@@ -396,11 +396,11 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
 
 /// The mock imitating `release`, and the real `release`, through the same sequence.
 async fn differential(release: install::Release) {
-    let real = ClaudeEnv::real(release).await;
+    let real = ClaudeEnv::real(release.clone()).await;
     let mut mock = ClaudeEnv::mock();
     mock.env.push((
         rewind_mock_runtimes::claude::VERSION_ENV.into(),
-        release.version.into(),
+        release.version.to_string(),
     ));
     let session = uuid::Uuid::new_v4().to_string();
     let real_steps = sequence(&real, &session).await;

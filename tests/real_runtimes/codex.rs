@@ -48,7 +48,7 @@ pub struct CodexEnv {
 impl CodexEnv {
     /// The real `release` against a fresh fake Responses API.
     pub async fn real(release: Release) -> CodexEnv {
-        let program = release.program();
+        let program = release.program().unwrap_or_else(|e| panic!("{e}"));
         let model = FakeModel::start(Api::Responses).await;
         let root = tempdir("real-codex");
         let home = root.path().join("codex-home");
@@ -729,8 +729,8 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
 }
 
 async fn differential(release: Release) {
-    let real = CodexEnv::real(release).await;
-    let mock = CodexEnv::mock(release.version);
+    let real = CodexEnv::real(release.clone()).await;
+    let mock = CodexEnv::mock(&release.version);
     let real_steps = sequence(&real).await;
     let mock_steps = sequence(&mock).await;
     let mut cmp = Comparison::new(mock.normaliser(), real.normaliser());

@@ -20,10 +20,11 @@
 mod claude;
 mod codex;
 mod compare;
-mod fake_models;
 mod install;
 mod opencode;
 mod reference;
+
+pub use rewind_conformance::real::fake_model as fake_models;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

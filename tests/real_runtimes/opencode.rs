@@ -37,7 +37,7 @@ pub struct OpenCodeEnv {
 impl OpenCodeEnv {
     /// The real server against a fresh fake Chat Completions API.
     pub async fn real(release: install::Release) -> OpenCodeEnv {
-        let program = release.program();
+        let program = release.program().unwrap_or_else(|e| panic!("{e}"));
         let model = FakeModel::start(Api::ChatCompletions).await;
         let mut env = OpenCodeEnv::start(program, tempdir("real-opencode"), &model.base_v1()).await;
         env.model = Some(model);
@@ -424,7 +424,7 @@ async fn sequence(env: &OpenCodeEnv) -> Vec<(String, Value)> {
 
 /// The real server of `release` and the mock answer alike.
 async fn differential(release: install::Release) {
-    let real = OpenCodeEnv::real(release).await;
+    let real = OpenCodeEnv::real(release.clone()).await;
     let mock = OpenCodeEnv::mock().await;
     let real_steps = sequence(&real).await;
     let mock_steps = sequence(&mock).await;

@@ -200,7 +200,7 @@ async fn reference_restores_real_codex_0171() {
 async fn reference_restores_mock_codex() {
     for release in [install::CODEX_0155, install::CODEX_0171] {
         let Release { version, .. } = release;
-        codex(CodexEnv::mock(version), &format!("mock codex {version}")).await;
+        codex(CodexEnv::mock(&version), &format!("mock codex {version}")).await;
     }
 }
 

@@ -10,9 +10,15 @@
 //! it, and Claude Code's choice of branch on a plain `--resume` depends on it), the model named
 //! is the model asked for, and the usage grows with the request and the reply. Every request is
 //! kept ([`FakeModel::inputs`]): what the runtime sent the model, the thing a restore exists for.
+//!
+//! A run that seeds a real session from a fixture scripts the answers first
+//! ([`FakeModel::script`]): a prompt that is a scripted input is answered with the fixture's
+//! reply. A fault makes every later answer an HTTP error ([`FakeModel::set_error`]) or late
+//! ([`FakeModel::set_delay`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -35,6 +41,17 @@ pub struct FakeModel {
     server: MockServer,
     api: Api,
     delay_ms: Arc<AtomicU64>,
+    error_status: Arc<AtomicU16>,
+    script: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+impl std::fmt::Debug for FakeModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeModel")
+            .field("api", &self.api)
+            .field("uri", &self.server.uri())
+            .finish_non_exhaustive()
+    }
 }
 
 /// One message of a request's conversation, as the model received it.
@@ -52,6 +69,8 @@ impl FakeModel {
     pub async fn start(api: Api) -> FakeModel {
         let server = MockServer::builder().start().await;
         let delay_ms = Arc::new(AtomicU64::new(0));
+        let error_status = Arc::new(AtomicU16::new(0));
+        let script: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
         let route = match api {
             Api::Responses => r"/responses$",
             Api::Messages => r"/messages$",
@@ -62,6 +81,8 @@ impl FakeModel {
             .respond_with(Answer {
                 api,
                 delay_ms: Arc::clone(&delay_ms),
+                error_status: Arc::clone(&error_status),
+                script: Arc::clone(&script),
                 answered: AtomicU64::new(0),
                 salt: uuid::Uuid::new_v4().simple().to_string(),
             })
@@ -71,7 +92,34 @@ impl FakeModel {
             server,
             api,
             delay_ms,
+            error_status,
+            script,
         }
+    }
+
+    /// Answers a prompt that is exactly `input` (its newest user text, trimmed) with `answer`
+    /// from now on, instead of [`rewind_mock_runtimes::reply_to`].
+    pub fn script(&self, input: &str, answer: &str) {
+        self.script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(input.trim().to_owned(), answer.to_owned());
+    }
+
+    /// Answers every later request with HTTP `status` (an overloaded or failing API), or
+    /// normally again with `None`.
+    pub fn set_error(&self, status: Option<u16>) {
+        self.error_status
+            .store(status.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// How many requests the model received so far.
+    pub async fn received(&self) -> usize {
+        self.server
+            .received_requests()
+            .await
+            .map(|r| r.len())
+            .unwrap_or_default()
     }
 
     /// The conversation of every request received so far, in order: what the runtime sent the
@@ -109,6 +157,8 @@ impl FakeModel {
 struct Answer {
     api: Api,
     delay_ms: Arc<AtomicU64>,
+    error_status: Arc<AtomicU16>,
+    script: Arc<Mutex<BTreeMap<String, String>>>,
     /// Answers given so far: numbers each answer's id.
     answered: AtomicU64,
     /// Tells this server's ids from every other's.
@@ -126,8 +176,22 @@ struct Meta {
 impl Respond for Answer {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
+        let status = self.error_status.load(Ordering::SeqCst);
+        if status != 0 {
+            return ResponseTemplate::new(status)
+                .set_body_json(json!({"error": {"type": "api_error",
+                                               "message": "the fake model was told to fail"}}))
+                .set_delay(delay);
+        }
         let prompt = last_user_text(self.api, &body);
-        let reply = rewind_mock_runtimes::reply_to(&prompt);
+        let scripted = self
+            .script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(prompt.trim())
+            .cloned();
+        let reply = scripted.unwrap_or_else(|| rewind_mock_runtimes::reply_to(&prompt));
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let n = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
         // Ids in each API's shape, distinct for every answer of every server.
@@ -158,8 +222,7 @@ impl Respond for Answer {
                 ResponseTemplate::new(200).set_body_json(chat_completion(&reply, &meta))
             }
         };
-        let delay = self.delay_ms.load(Ordering::SeqCst);
-        template.set_delay(Duration::from_millis(delay))
+        template.set_delay(delay)
     }
 }
 
@@ -193,7 +256,7 @@ fn last_user_text(api: Api, body: &Value) -> String {
 }
 
 /// The user and assistant messages of a request, in order, each with its text (see [`Turn`]).
-fn conversation(api: Api, body: &Value) -> Vec<Turn> {
+pub fn conversation(api: Api, body: &Value) -> Vec<Turn> {
     let messages = match api {
         Api::Responses => body.get("input"),
         Api::Messages | Api::ChatCompletions => body.get("messages"),
