@@ -17,6 +17,8 @@ use rewind_mock_runtimes::{claude, codex, opencode};
 use serde::Deserialize;
 
 use crate::fixtures::Fixture;
+use crate::real::scenario::{Layout, RealPrograms, RealScenario, SessionSeed};
+use crate::real::SeedTurn;
 use crate::sut::RuntimeEndpoints;
 use crate::witness::{DeliveryWitness, Witnessed};
 
@@ -108,9 +110,12 @@ pub enum MockError {
     /// A fault plan could not be read.
     #[error("{0}")]
     Faults(String),
-    /// A release the mock does not imitate.
+    /// A release the mock does not imitate, or a mock's feature a real runtime does not have.
     #[error("{0}")]
     Unsupported(String),
+    /// A real runtime failed (`--runtimes real`).
+    #[error("real runtime: {0}")]
+    Real(String),
 }
 
 /// What the mocks of this process hold outside it: directories and OpenCode server processes,
@@ -187,6 +192,9 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> MockError {
 #[derive(Debug)]
 pub struct MockPrograms {
     bin: PathBuf,
+    /// Under `--runtimes real`: the real releases the programs stand in front of, as journaling
+    /// proxies, and every scenario's sessions are seeded through.
+    real: Option<RealPrograms>,
 }
 
 impl MockPrograms {
@@ -208,7 +216,18 @@ impl MockPrograms {
         let bin = dir.keep();
         live(|l| l.dirs.push(bin.clone()));
         refuse_when_stopping(&bin)?;
-        Ok(MockPrograms { bin })
+        Ok(MockPrograms { bin, real: None })
+    }
+
+    /// Runs every scenario on the real releases `real` instead of the mocks.
+    pub fn with_real(mut self, real: RealPrograms) -> MockPrograms {
+        self.real = Some(real);
+        self
+    }
+
+    /// The real releases of a `--runtimes real` run.
+    pub fn real(&self) -> Option<&RealPrograms> {
+        self.real.as_ref()
     }
 
     /// Removes the links and their directory (the run context outlives `main`'s scope, so the
@@ -315,6 +334,8 @@ pub struct MockRuntimes {
     claude_version: Option<String>,
     /// The delivery witness the mocks call, when the scenario has a database to witness.
     witness: Option<DeliveryWitness>,
+    /// Under `--runtimes real`: the real runtimes standing in for the mocks.
+    real: Option<RealScenario>,
 }
 
 /// What a mock's state says about one agent's session now.
@@ -352,6 +373,7 @@ impl MockRuntimes {
             codex_version: None,
             claude_version: None,
             witness: None,
+            real: None,
         };
         mocks.make_homes()?;
         mocks.seed(fixture)
@@ -399,6 +421,7 @@ impl MockRuntimes {
             seeded: BTreeMap::new(),
             codex_version: None,
             claude_version: None,
+            real: None,
             witness: match witness_db {
                 Some(pool) => Some(
                     DeliveryWitness::start(pool)
@@ -409,16 +432,202 @@ impl MockRuntimes {
             },
         };
         mocks.make_homes()?;
-        mocks.write_opencode_config(true)?;
-        mocks.seed(fixture)?;
         let needs_opencode = fixture
             .agents
             .iter()
             .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode));
+        if let Some(real) = programs.real() {
+            let seeds = mocks.real_seeds(fixture)?;
+            let layout = mocks.layout();
+            let witness = mocks.witness.as_ref().map(|w| w.url().to_owned());
+            let scenario = RealScenario::start(real, &layout, &seeds, needs_opencode, witness)
+                .await
+                .map_err(|e| MockError::Real(e.to_string()))?;
+            if let Some(pid) = scenario.opencode_pid() {
+                live(|l| l.pids.push(pid));
+                crate::leftovers::record_process(mocks.root.path(), pid)
+                    .map_err(io("recording the real opencode server"))?;
+            }
+            mocks.real = Some(scenario);
+            return Ok(mocks);
+        }
+        mocks.write_opencode_config(true)?;
+        mocks.seed(fixture)?;
         if needs_opencode {
             mocks.start_opencode().await?;
         }
         Ok(mocks)
+    }
+
+    /// Where this scenario's runtimes keep their state, for the real runtimes.
+    fn layout(&self) -> Layout {
+        Layout {
+            codex_home: self.home(MockRuntime::Codex),
+            claude_config: self.home(MockRuntime::Claude),
+            claude_cwd: self.claude_cwd(),
+            xdg_data: self.opencode_data_home(),
+            opencode_cwd: self.opencode_cwd(),
+            root: self.root.path().to_path_buf(),
+        }
+    }
+
+    /// The fixture's runtime sessions as the real runtimes seed them: turns of a user input and
+    /// the answer to it. Records each agent's session and entry ids as the fixture names them.
+    fn real_seeds(&mut self, fixture: &Fixture) -> Result<Vec<SessionSeed>, MockError> {
+        let content: BTreeMap<&str, &str> = fixture
+            .scopes
+            .iter()
+            .flat_map(|s| s.messages.iter())
+            .map(|m| (m.id.as_str(), m.content.as_str()))
+            .collect();
+        let fixture_name = fixture.path.display().to_string();
+        let mut seeds = Vec::new();
+        for (agent_id, state) in &fixture.runtime_sessions {
+            let bad = |detail: String| MockError::Session {
+                fixture: fixture_name.clone(),
+                agent: agent_id.clone(),
+                detail,
+            };
+            let agent = fixture
+                .agents
+                .iter()
+                .find(|a| &a.id == agent_id)
+                .ok_or_else(|| bad("no such agent".to_owned()))?;
+            let runtime = MockRuntime::for_runtime(&agent.runtime).ok_or_else(|| {
+                bad(format!(
+                    "agent runtime `{}` has no real runtime (codex, claude, opencode, builtin)",
+                    agent.runtime
+                ))
+            })?;
+            let text = |message: &str| -> Result<String, MockError> {
+                content
+                    .get(message)
+                    .map(|text| (*text).to_owned())
+                    .ok_or_else(|| bad(format!("message `{message}` is not in the fixture")))
+            };
+            // Claude and OpenCode sessions list user and assistant entries: each user entry
+            // opens a turn, the assistant entry after it answers it.
+            let pair = |entries: Vec<(String, Role, String)>| -> Result<Vec<SeedTurn>, MockError> {
+                let mut turns: Vec<SeedTurn> = Vec::new();
+                for (id, role, message) in entries {
+                    match role {
+                        Role::User => turns.push(SeedTurn {
+                            input: text(&message)?,
+                            output: None,
+                        }),
+                        Role::Assistant => match turns.last_mut() {
+                            Some(turn) if turn.output.is_none() => {
+                                turn.output = Some(text(&message)?)
+                            }
+                            _ => {
+                                return Err(bad(format!(
+                                    "entry `{id}`: a real runtime seeds an answer only right                                      after the input it answers"
+                                )))
+                            }
+                        },
+                    }
+                }
+                if turns.iter().any(|t| t.output.is_none()) {
+                    return Err(bad(
+                        "a real runtime answers every input: each user entry needs the                          assistant entry after it"
+                            .to_owned(),
+                    ));
+                }
+                Ok(turns)
+            };
+            let (program, session_id, ids, turns) = match runtime {
+                MockRuntime::Codex => {
+                    let session: CodexSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not a codex thread: {e}")))?;
+                    let mut turns = Vec::new();
+                    for turn in &session.turns {
+                        let output = turn.output_message.as_deref().ok_or_else(|| {
+                            bad(format!(
+                                "turn `{}`: a real runtime answers every turn",
+                                turn.id
+                            ))
+                        })?;
+                        turns.push(SeedTurn {
+                            input: text(&turn.input_message)?,
+                            output: Some(text(output)?),
+                        });
+                    }
+                    let ids: Vec<String> = session.turns.iter().map(|t| t.id.clone()).collect();
+                    ("codex", session.thread_id, ids, turns)
+                }
+                MockRuntime::Claude => {
+                    let session: ClaudeSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not a claude session: {e}")))?;
+                    let ids = session.transcript.iter().map(|e| e.uuid.clone()).collect();
+                    let entries = session
+                        .transcript
+                        .into_iter()
+                        .map(|e| (e.uuid, e.role, e.message))
+                        .collect();
+                    ("claude", session.session_id, ids, pair(entries)?)
+                }
+                MockRuntime::OpenCode => {
+                    let session: OpenCodeSession = serde_json::from_value(state.clone())
+                        .map_err(|e| bad(format!("not an opencode session: {e}")))?;
+                    let ids = session.messages.iter().map(|m| m.id.clone()).collect();
+                    let entries = session
+                        .messages
+                        .into_iter()
+                        .map(|m| (m.id, m.role, m.message))
+                        .collect();
+                    ("opencode", session.session_id, ids, pair(entries)?)
+                }
+            };
+            self.seeded.insert(agent_id.clone(), ids.clone());
+            self.sessions
+                .insert(agent_id.clone(), (runtime, session_id.clone()));
+            seeds.push(SessionSeed {
+                agent: agent_id.clone(),
+                runtime: program,
+                session_id,
+                ids,
+                turns,
+            });
+        }
+        Ok(seeds)
+    }
+
+    /// The fixture as the database must hold it: under `--runtimes real`, every agent session
+    /// and recovery-point coordinate the fixture names is replaced by the id the real runtime
+    /// chose for it; otherwise the fixture itself.
+    pub fn fixture_for_database<'a>(&self, fixture: &'a Fixture) -> std::borrow::Cow<'a, Fixture> {
+        let Some(real) = &self.real else {
+            return std::borrow::Cow::Borrowed(fixture);
+        };
+        let mut translated = fixture.clone();
+        for agent in &mut translated.agents {
+            if let Some(session) = &agent.session {
+                agent.session = Some(real.real_id(session));
+            }
+        }
+        for point in &mut translated.recovery_points {
+            point.recovery_ref = real.to_real_value(&point.recovery_ref);
+        }
+        std::borrow::Cow::Owned(translated)
+    }
+
+    /// Whether the scenario runs on real runtimes.
+    pub fn is_real(&self) -> bool {
+        self.real.is_some()
+    }
+
+    /// The error for a mock's feature a real runtime does not have.
+    fn not_on_real(&self, what: &str) -> Result<(), MockError> {
+        match &self.real {
+            Some(_) => Err(MockError::Unsupported(format!(
+                "{what} is a feature of the mock runtimes; the real runtimes of this run                  ({}) cannot do it",
+                self.real
+                    .as_ref()
+                    .map(|r| r.programs().describe())
+                    .unwrap_or_default()
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn seed(&mut self, fixture: &Fixture) -> Result<(), MockError> {
@@ -597,6 +806,18 @@ impl MockRuntimes {
     /// Restarts the OpenCode server with snapshots on: the configuration AgentTeam must not
     /// restore through, since a revert would then also roll back files.
     pub async fn use_opencode_with_snapshots(&mut self) -> Result<(), MockError> {
+        if let Some(real) = self.real.as_mut() {
+            let old = real.opencode_pid();
+            real.start_opencode(true)
+                .await
+                .map_err(|e| MockError::Real(e.to_string()))?;
+            let new = real.opencode_pid();
+            live(|l| {
+                l.pids.retain(|p| Some(*p) != old);
+                l.pids.extend(new);
+            });
+            return Ok(());
+        }
         self.write_opencode_config(false)?;
         self.start_opencode().await
     }
@@ -606,6 +827,7 @@ impl MockRuntimes {
     /// seeded so far take the history mode that release's users hold
     /// ([`codex::seed_history_mode`]: legacy under 0.155, paginated from 0.156 on).
     pub fn use_codex_version(&mut self, version: &str) -> Result<(), MockError> {
+        self.not_on_real("switching the codex release within a scenario")?;
         self.codex_version = Some(version.to_owned());
         let mode = codex::seed_history_mode(version);
         let home = self.home(MockRuntime::Codex);
@@ -622,6 +844,7 @@ impl MockRuntimes {
     /// Makes the Claude mock imitate Claude Code `version` (one of
     /// `rewind_mock_runtimes::claude::VERSIONS`) in the programs handed over from now on.
     pub fn use_claude_version(&mut self, version: &str) -> Result<(), MockError> {
+        self.not_on_real("switching the claude release within a scenario")?;
         if !claude::VERSIONS.contains(&version) {
             return Err(MockError::Unsupported(format!(
                 "the claude mock imitates {}, not {version}",
@@ -686,6 +909,9 @@ impl MockRuntimes {
     ) -> Result<Option<SessionView>, MockError> {
         let home = self.home(runtime);
         let action = || format!("reading {} session {id}", runtime.program());
+        if let Some(real) = &self.real {
+            return self.view_real(real, runtime, id);
+        }
         Ok(match runtime {
             MockRuntime::Codex => {
                 codex::read_thread(&home, id)
@@ -723,6 +949,27 @@ impl MockRuntimes {
 
     /// How the implementation reaches these mocks.
     pub fn endpoints(&self) -> RuntimeEndpoints {
+        if let Some(real) = &self.real {
+            return RuntimeEndpoints {
+                codex_program: self.codex_program.clone(),
+                codex_args: vec!["app-server".to_owned()],
+                codex_env: real
+                    .codex_env()
+                    .into_iter()
+                    .chain(self.witness_env())
+                    .collect(),
+                claude_program: self.claude_program.clone(),
+                claude_env: real
+                    .claude_env()
+                    .into_iter()
+                    .chain(self.witness_env())
+                    .collect(),
+                claude_cwd: self.claude_cwd(),
+                opencode_url: real
+                    .opencode_url()
+                    .unwrap_or_else(|| "http://127.0.0.1:9".to_owned()),
+            };
+        }
         RuntimeEndpoints {
             codex_program: self.codex_program.clone(),
             codex_args: vec!["app-server".to_owned()],
@@ -759,6 +1006,64 @@ impl MockRuntimes {
         }
     }
 
+    /// The runtime's own id for a thread, session or entry the fixture names: the same id on the
+    /// mocks, the id the real runtime chose under `--runtimes real`.
+    pub fn native_id(&self, fixture_id: &str) -> String {
+        match &self.real {
+            Some(real) => real.real_id(fixture_id),
+            None => fixture_id.to_owned(),
+        }
+    }
+
+    /// [`MockRuntimes::view_session`] on the real runtimes: ids translated both ways.
+    fn view_real(
+        &self,
+        real: &RealScenario,
+        runtime: MockRuntime,
+        id: &str,
+    ) -> Result<Option<SessionView>, MockError> {
+        let real_id = real.real_id(id);
+        let back = |ids: Vec<String>| -> Vec<String> {
+            ids.iter().map(|i| real.to_fixture_text(i)).collect()
+        };
+        let failed = |e: crate::real::RealError| MockError::Real(e.to_string());
+        // The steps read state synchronously; the real read-backs are calls.
+        fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+        }
+        Ok(match runtime {
+            MockRuntime::Codex => block(real.codex_turns(&real_id))
+                .map_err(failed)?
+                .map(|ids| SessionView {
+                    ids: back(ids),
+                    reverted_at: None,
+                    leaf: None,
+                }),
+            MockRuntime::Claude => {
+                let home = real.claude_home();
+                let action = || format!("reading claude session {id}");
+                let leaf = claude::live_leaf(&home.config_dir, &home.cwd, &real_id)
+                    .map_err(io(action()))?;
+                claude::live_chain(&home.config_dir, &home.cwd, &real_id)
+                    .map_err(io(action()))?
+                    .map(|chain| SessionView {
+                        ids: back(chain.into_iter().map(|e| e.uuid).collect()),
+                        reverted_at: None,
+                        leaf: leaf.map(|l| real.to_fixture_text(&l)),
+                    })
+            }
+            MockRuntime::OpenCode => {
+                block(real.opencode_session(&real_id))
+                    .map_err(failed)?
+                    .map(|(ids, reverted)| SessionView {
+                        ids: back(ids),
+                        reverted_at: reverted.map(|r| real.to_fixture_text(&r)),
+                        leaf: None,
+                    })
+            }
+        })
+    }
+
     /// Adds a fault to one mock's plan: every `call` (default: each of its restore calls) on
     /// `target` answers with `kind`.
     pub fn add_fault(
@@ -769,6 +1074,17 @@ impl MockRuntimes {
         kind: FaultKind,
         hang_ms: Option<u64>,
     ) -> Result<(), MockError> {
+        let proxied = matches!(kind, FaultKind::Error | FaultKind::Hang)
+            || (kind == FaultKind::Crash && runtime != MockRuntime::OpenCode);
+        if !proxied {
+            self.not_on_real(&format!(
+                "a `{}` fault (only the runtime itself could answer it so)",
+                kind.label()
+            ))?;
+        }
+        // A real runtime's proxy sees the ids the runtime chose.
+        let target = self.native_id(target);
+        let target = target.as_str();
         let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
         let mut plan = FaultPlan::load(&path).map_err(MockError::Faults)?;
         let calls = match call {
@@ -789,6 +1105,14 @@ impl MockRuntimes {
 
     /// The release `runtime`'s mock imitates in this scenario.
     pub fn release(&self, runtime: MockRuntime) -> String {
+        if let Some(real) = &self.real {
+            let programs = real.programs();
+            return match runtime {
+                MockRuntime::Codex => programs.codex.0.version.to_string(),
+                MockRuntime::Claude => programs.claude.0.version.to_string(),
+                MockRuntime::OpenCode => programs.opencode.0.version.to_string(),
+            };
+        }
         match runtime {
             MockRuntime::Codex => self
                 .codex_version
@@ -804,6 +1128,8 @@ impl MockRuntimes {
 
     /// Lifts every fault planted on `target`.
     pub fn clear_faults(&self, runtime: MockRuntime, target: &str) -> Result<(), MockError> {
+        let target = self.native_id(target);
+        let target = target.as_str();
         let path = rewind_mock_runtimes::faults_path(&self.home(runtime));
         let mut plan = FaultPlan::load(&path).map_err(MockError::Faults)?;
         plan.rules.retain(|rule| rule.target != target);
@@ -843,9 +1169,20 @@ impl MockRuntimes {
 
     /// Everything one mock was asked so far.
     pub fn journal(&self, runtime: MockRuntime) -> Result<Vec<JournalEntry>, MockError> {
-        Ok(read_journal(&rewind_mock_runtimes::journal_path(
-            &self.home(runtime),
-        ))?)
+        let entries = read_journal(&rewind_mock_runtimes::journal_path(&self.home(runtime)))?;
+        let Some(real) = &self.real else {
+            return Ok(entries);
+        };
+        // The proxies journal the real ids; the steps speak the fixture's.
+        Ok(entries
+            .into_iter()
+            .map(|mut e| {
+                e.target = e.target.map(|t| real.to_fixture_text(&t));
+                e.request = real.to_fixture_value(&e.request);
+                e.detail = e.detail.map(|d| real.to_fixture_text(&d));
+                e
+            })
+            .collect())
     }
 
     /// Stops the OpenCode server (the directories go when `self` is dropped).

@@ -27,6 +27,9 @@
 //! # Optional: the Claude Code release the Claude mock imitates (default: the current one,
 //! # 2.1.332; 2.1.197 is the other it knows).
 //! claudeRelease: 2.1.197
+//! # Optional: run the scenarios on real runtime releases instead of the mocks, as
+//! # `--runtimes real` does (default: false).
+//! realRuntimes: false
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,6 +94,9 @@ pub struct CapabilityProfile {
     /// The Claude Code release the Claude mock imitates (`None`: the mock's default, the
     /// current release).
     pub claude_release: Option<String>,
+    /// Run the scenarios on real runtime releases instead of the mocks (`realRuntimes: true`,
+    /// the same as `--runtimes real`).
+    pub real_runtimes: bool,
     /// Where the declaration came from, for reports.
     pub source: ProfileSource,
 }
@@ -128,6 +134,8 @@ struct ProfileDoc {
     codex_release: Option<Spanned<String>>,
     #[serde(default)]
     claude_release: Option<Spanned<String>>,
+    #[serde(default)]
+    real_runtimes: bool,
 }
 
 impl CapabilityProfile {
@@ -171,6 +179,7 @@ impl CapabilityProfile {
             error_codes: BTreeMap::new(),
             codex_release: None,
             claude_release: None,
+            real_runtimes: false,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -183,6 +192,7 @@ impl CapabilityProfile {
             error_codes: BTreeMap::new(),
             codex_release: None,
             claude_release: None,
+            real_runtimes: false,
             source: ProfileSource::CargoFeatures,
         }
     }
@@ -268,6 +278,7 @@ impl CapabilityProfile {
             error_codes,
             codex_release,
             claude_release,
+            real_runtimes: doc.real_runtimes,
             source: ProfileSource::File(path.to_path_buf()),
         })
     }

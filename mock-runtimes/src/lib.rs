@@ -16,6 +16,7 @@ pub mod codex;
 pub mod faults;
 pub mod journal;
 pub mod opencode;
+pub mod proxy;
 pub mod witness;
 
 use std::path::{Path, PathBuf};
@@ -93,6 +94,11 @@ pub fn run_as(program: &str, args: Vec<String>) -> Option<ExitCode> {
         .and_then(|n| n.to_str())
         .unwrap_or(program);
     let name = name.strip_prefix("mock-").unwrap_or(name);
+    if matches!(name, "codex" | "claude") {
+        if let Some(code) = proxy::run_if_asked(name, &args) {
+            return Some(code);
+        }
+    }
     match name {
         "codex" => Some(codex::main(args)),
         "claude" => Some(claude::main(args)),

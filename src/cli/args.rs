@@ -220,8 +220,10 @@ pub(crate) struct RunArgs {
     pub(super) request_timeout: u64,
     /// How long the implementation may spend on one agent's native restore, in milliseconds
     /// (handed to it at attach; a planted hang fault never answers, so this limit ends it).
-    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    pub(super) restore_timeout_ms: u64,
+    /// Default: 5000 on the mocks, 30000 on real runtimes (a real turn with its side requests,
+    /// several scenarios at once on a small machine).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub(super) restore_timeout_ms: Option<u64>,
     /// The implementation's capability profile (YAML: `runtimes`, `surfaces`); default: the
     /// harness's cargo features (all of them unless built with `--no-default-features`).
     #[arg(long, env = "REWIND_PROFILE", value_name = "FILE")]
@@ -289,10 +291,31 @@ pub(crate) struct RunArgs {
         requires = "shard"
     )]
     pub(super) durations: Option<PathBuf>,
+    /// The agent runtimes the implementation is handed: `mock` (the harness's mock runtimes,
+    /// with faults and the delivery witness) or `real` (real Codex, Claude Code and OpenCode
+    /// releases from the npm registry, cached, run offline against fake model APIs, behind
+    /// journaling proxies). Scenarios that need a mock's fault plan or witness are reported not
+    /// applicable under `real`, each with the reason.
+    #[arg(long, env = "REWIND_RUNTIMES", value_enum, default_value_t = RuntimeKind::Mock)]
+    pub(super) runtimes: RuntimeKind,
+    /// Under `--runtimes real`, the release to run instead of the pinned one: `RUNTIME=VERSION`
+    /// (`claude=2.1.197`), `RUNTIME=latest`, or `latest` for every runtime at the newest
+    /// release the npm registry offers today. Repeatable.
+    #[arg(long = "runtime-release", value_name = "RUNTIME=VERSION|latest")]
+    pub(super) runtime_releases: Vec<String>,
     /// Keep every scenario database after the run, for debugging, and print their names and how
     /// to connect (the embedded PostgreSQL or the container is left running).
     #[arg(long)]
     pub(super) keep_databases: bool,
+}
+
+/// Which agent runtimes a run hands the implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RuntimeKind {
+    /// The harness's mock runtimes.
+    Mock,
+    /// Real releases of the runtimes.
+    Real,
 }
 
 #[derive(Debug, clap::Args)]

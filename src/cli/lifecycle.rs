@@ -516,16 +516,32 @@ pub(crate) async fn run_on_server(
         .await?;
     template.start_prefetch(args.concurrency.max(1)).await;
     let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
-    let programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
+    let mut programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
+    if args.runtimes == super::args::RuntimeKind::Real || profile.real_runtimes {
+        let real = real_programs(&args.runtime_releases).await?;
+        eprintln!("real runtimes: {}", real.describe());
+        programs = programs.with_real(real);
+    } else if !args.runtime_releases.is_empty() {
+        anyhow::bail!("--runtime-release chooses real releases: it needs --runtimes real");
+    }
     let unsupported = catalog
         .get("err.agent-unsupported")
         .and_then(|rule| rule.message.clone())
         .context("the catalog has no message for rule `err.agent-unsupported`")?;
-    let applicability = Arc::new(Applicability::new(
-        profile,
-        Arc::new(fixtures.clone()),
-        unsupported,
-    ));
+    let mut applicability = Applicability::new(profile, Arc::new(fixtures.clone()), unsupported);
+    if let Some(real) = programs.real() {
+        applicability = applicability.with_real_runtimes(
+            [
+                ("codex", real.codex.0.version.to_string()),
+                ("claude", real.claude.0.version.to_string()),
+                ("opencode", real.opencode.0.version.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+    }
+    let applicability = Arc::new(applicability);
+    let context_programs_real = programs.real().is_some();
     let context = Arc::new(RunContext {
         applicability: Arc::clone(&applicability),
         programs,
@@ -539,7 +555,11 @@ pub(crate) async fn run_on_server(
         matrix_results: Mutex::new(Vec::new()),
         compat: Mutex::new(Default::default()),
         limits: Limits {
-            restore_timeout_ms: args.restore_timeout_ms,
+            restore_timeout_ms: args.restore_timeout_ms.unwrap_or(if context_programs_real {
+                REAL_RESTORE_TIMEOUT_MS
+            } else {
+                5000
+            }),
             request_timeout_ms: args.request_timeout * 1000,
         },
         violations: Mutex::new(Default::default()),
@@ -613,4 +633,31 @@ pub(crate) async fn run_on_server(
             scans,
         },
     ))
+}
+
+/// The restore limit handed to the implementation on real runtimes, unless one is given.
+const REAL_RESTORE_TIMEOUT_MS: u64 = 30_000;
+
+/// The real releases of a `--runtimes real` run: the pinned ones, each replaced by a
+/// `--runtime-release` that names its runtime; installed (once, into the cache) before the first
+/// scenario.
+async fn real_programs(
+    overrides: &[String],
+) -> anyhow::Result<rewind_conformance::real::scenario::RealPrograms> {
+    use rewind_conformance::real::install::Release;
+    let mut releases: Vec<Release> = Vec::new();
+    for value in overrides {
+        for (runtime, version) in Release::parse_override(value)? {
+            let pinned = Release::pinned(runtime)
+                .with_context(|| format!("no pinned release of {runtime}"))?;
+            releases.retain(|r| r.name != pinned.name);
+            releases.push(pinned.at(version));
+        }
+    }
+    tokio::task::spawn_blocking(move || {
+        rewind_conformance::real::scenario::RealPrograms::resolve(&releases)
+    })
+    .await
+    .context("installing the real runtimes")?
+    .context("installing the real runtimes")
 }

@@ -11,8 +11,12 @@
 //! [`PROXY_TARGET_ENV`] set; for OpenCode an HTTP proxy in front of the server) that write the
 //! same call journal the mocks write, so every step that reads a journal reads one here too.
 
+pub mod claude;
+pub mod codex;
 pub mod fake_model;
 pub mod install;
+pub mod opencode;
+pub mod scenario;
 
 use std::path::{Path, PathBuf};
 

@@ -71,6 +71,35 @@ const STATE_STEPS: [&str; 3] = [
     r#"^the runtime of agent "[^"]+" is recorded as "#,
 ];
 
+/// Steps a real runtime cannot serve under `--runtimes real`, with why: a scenario holding one
+/// is reported not applicable with the reason.
+const MOCK_ONLY_STEPS: &[(&str, &str)] = &[
+    (
+        r#"^the (?:codex|claude|opencode) runtime answers the restore of agent "[^"]+" with "(?:busy|unknown session|success-without-effect)"$"#,
+        "it plants a fault only the runtime itself could answer that way; the journaling proxy in \
+         front of a real runtime injects `error`, `hang` and `crash`",
+    ),
+    (
+        r#"^agent "[^"]+" fails its next delivery with "(?:busy|unknown session|success-without-effect)"$"#,
+        "it plants a delivery fault only the runtime itself could answer that way; the \
+         journaling proxy in front of a real runtime injects `error`, `hang` and `crash`",
+    ),
+    (
+        r#"^the opencode runtime answers the restore of agent "[^"]+" with "crash"$"#,
+        "it crashes the OpenCode server inside one call; in front of a real server the \
+         journaling proxy injects `error` and `hang`",
+    ),
+];
+
+/// What `--runtimes real` does to scenarios: the releases of the run, and the steps no real
+/// runtime serves.
+struct RealRuntimes {
+    /// The run's release per runtime (`codex`, `claude`, `opencode`).
+    releases: BTreeMap<&'static str, String>,
+    mock_only: Vec<(Regex, &'static str)>,
+    codex_release: Regex,
+}
+
 /// The profile's effect on scenarios, for one run.
 pub struct Applicability {
     profile: CapabilityProfile,
@@ -83,6 +112,7 @@ pub struct Applicability {
     refused_with: Regex,
     left_out: Mutex<Vec<NotApplicable>>,
     parsed: Mutex<Vec<(String, String)>>,
+    real: Option<RealRuntimes>,
 }
 
 impl Applicability {
@@ -116,7 +146,45 @@ impl Applicability {
             refused_with: re(r#"^the rewind is refused with "([^"]+)"$"#),
             left_out: Mutex::new(Vec::new()),
             parsed: Mutex::new(Vec::new()),
+            real: None,
         }
+    }
+
+    /// The scenarios run on real runtimes of `releases` (`codex`, `claude`, `opencode` to a
+    /// version): a scenario that needs what only a mock does is left out, with the reason.
+    pub fn with_real_runtimes(mut self, releases: BTreeMap<&'static str, String>) -> Self {
+        let re = |pattern: &str| Regex::new(pattern).unwrap_or_else(|e| unreachable!("{e}"));
+        self.real = Some(RealRuntimes {
+            releases,
+            mock_only: MOCK_ONLY_STEPS.iter().map(|(p, r)| (re(p), *r)).collect(),
+            codex_release: re(r#"^the codex runtime is release "([^"]+)"$"#),
+        });
+        self
+    }
+
+    /// Why a scenario cannot run on the run's real runtimes, if it cannot.
+    fn real_unavailable(&self, steps: &[&Step]) -> Option<String> {
+        let real = self.real.as_ref()?;
+        steps.iter().find_map(|step| {
+            if let Some(c) = real.codex_release.captures(&step.value) {
+                let run = real
+                    .releases
+                    .get("codex")
+                    .map(String::as_str)
+                    .unwrap_or("?");
+                return (&c[1] != run).then(|| {
+                    format!(
+                        "it runs on Codex {}, and this run's real Codex is {run} (run it with \
+                         `--runtime-release codex={}`)",
+                        &c[1], &c[1]
+                    )
+                });
+            }
+            real.mock_only
+                .iter()
+                .find(|(re, _)| re.is_match(&step.value))
+                .map(|(_, why)| format!("real runtimes: {why}"))
+        })
     }
 
     /// The declared profile.
@@ -191,7 +259,9 @@ impl Applicability {
             .push((path.to_owned(), scenario.name.clone()));
         let reason = match self.undeclared_surface(&all) {
             Some(surface) => Some(format!("surface `{surface}` is not declared")),
-            None => self.undeclared_delivery_runtime(&all),
+            None => self
+                .undeclared_delivery_runtime(&all)
+                .or_else(|| self.real_unavailable(&all)),
         };
         if let Some(reason) = reason {
             let mut left_out = self.left_out.lock().unwrap_or_else(|p| p.into_inner());

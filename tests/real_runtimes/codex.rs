@@ -2,21 +2,16 @@
 //! same JSON-RPC calls, every call the reference makes plus the ones its restore strategies
 //! depend on, and their answers compared.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::Duration;
 
+pub use rewind_conformance::real::codex::AppServer;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::compare::{Comparison, Normaliser};
 use crate::fake_models::{Api, FakeModel};
 use crate::install::{self, Release};
 use crate::{isolated_env, tempdir};
-
-/// How long one app-server call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a slow turn takes (the busy cases).
 const SLOW: Duration = Duration::from_secs(3);
@@ -53,8 +48,11 @@ impl CodexEnv {
         let root = tempdir("real-codex");
         let home = root.path().join("codex-home");
         std::fs::create_dir_all(&home).expect("codex home");
-        std::fs::write(home.join("config.toml"), codex_config(&model.base_v1()))
-            .expect("config.toml");
+        std::fs::write(
+            home.join("config.toml"),
+            rewind_conformance::real::codex::config(&model.base_v1()),
+        )
+        .expect("config.toml");
         let env = isolated_env(root.path(), &[("CODEX_HOME", &home)]);
         let cwd = root.path().join("work");
         std::fs::create_dir_all(&cwd).expect("work dir");
@@ -87,7 +85,9 @@ impl CodexEnv {
 
     /// A new app-server process.
     pub async fn spawn(&self) -> AppServer {
-        AppServer::spawn(&self.program, &self.env, &self.cwd).await
+        AppServer::spawn(&self.program, &self.env, &self.cwd)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A new app-server process whose turns take [`SLOW`]: the fake model answers late (real),
@@ -101,7 +101,9 @@ impl CodexEnv {
                 SLOW.as_millis().to_string(),
             )),
         }
-        AppServer::spawn(&self.program, &env, &self.cwd).await
+        AppServer::spawn(&self.program, &env, &self.cwd)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The settings the reference takes.
@@ -116,206 +118,6 @@ impl CodexEnv {
     pub fn normaliser(&self) -> Normaliser {
         Normaliser::new(&[(self.root.path(), "<tmp>")])
     }
-}
-
-fn codex_config(base_url: &str) -> String {
-    format!(
-        r#"model = "fake-model"
-model_provider = "fake"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.fake]
-name = "fake"
-base_url = "{base_url}"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-
-[features]
-plugins = false
-"#
-    )
-}
-
-/// A running `codex app-server` (real or mock) and a line-based JSON-RPC client for it.
-pub struct AppServer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    /// Notifications received so far and not yet taken.
-    notes: Vec<Value>,
-}
-
-impl AppServer {
-    async fn spawn(program: &Path, env: &[(String, String)], cwd: &Path) -> AppServer {
-        let mut child = Command::new(program)
-            .arg("app-server")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        AppServer {
-            child,
-            stdin,
-            lines: BufReader::new(stdout).lines(),
-            next_id: 0,
-            notes: Vec::new(),
-        }
-    }
-
-    async fn write(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let mut line = message.to_string();
-        line.push('\n');
-        stdin.write_all(line.as_bytes()).await.expect("write");
-        stdin.flush().await.expect("flush");
-    }
-
-    async fn next_message(&mut self) -> Value {
-        loop {
-            let line = tokio::time::timeout(CALL_TIMEOUT, self.lines.next_line())
-                .await
-                .expect("the app-server did not answer in time")
-                .expect("reading the app-server")
-                .expect("the app-server closed stdout");
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                return v;
-            }
-        }
-    }
-
-    /// Sends a request; `Ok(result)` or `Err(error)`. Notifications are kept.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.write(&json!({"id": id, "method": method, "params": params}))
-            .await;
-        loop {
-            let message = self.next_message().await;
-            match (message.get("id"), message.get("method")) {
-                (Some(answer), None) if answer == &json!(id) => {
-                    return match message.get("error") {
-                        Some(error) => Err(error.clone()),
-                        None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-                    };
-                }
-                (Some(request_id), Some(_)) => {
-                    // A server-to-client request (an approval): refused.
-                    let refusal = json!({"id": request_id, "error": {"code": -32601, "message": "not supported"}});
-                    self.write(&refusal).await;
-                }
-                (None, Some(_)) => self.notes.push(message),
-                _ => {}
-            }
-        }
-    }
-
-    /// Sends a notification.
-    pub async fn notify(&mut self, method: &str) {
-        self.write(&json!({"method": method})).await;
-    }
-
-    /// Reads notifications until one named `method` arrives (kept with the others).
-    pub async fn wait_for(&mut self, method: &str) -> Value {
-        self.wait_until(|n| n["method"] == method).await
-    }
-
-    /// Reads notifications until one matching `wanted` arrives (kept with the others).
-    pub async fn wait_until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
-        if let Some(n) = self.notes.iter().find(|n| wanted(n)) {
-            return n.clone();
-        }
-        loop {
-            let message = self.next_message().await;
-            if let (Some(request_id), Some(_)) = (message.get("id"), message.get("method")) {
-                let refusal = json!({"id": request_id, "error": {"code": -32601, "message": "not supported"}});
-                self.write(&refusal).await;
-                continue;
-            }
-            if message.get("method").is_some() {
-                self.notes.push(message.clone());
-                if wanted(&message) {
-                    return message;
-                }
-            }
-        }
-    }
-
-    /// Reads notifications (kept) for `period`.
-    pub async fn drain(&mut self, period: Duration) {
-        let until = tokio::time::Instant::now() + period;
-        while let Ok(Ok(Some(line))) = tokio::time::timeout_at(until, self.lines.next_line()).await
-        {
-            if let Ok(message) = serde_json::from_str::<Value>(&line) {
-                if message.get("id").is_none() && message.get("method").is_some() {
-                    self.notes.push(message);
-                }
-            }
-        }
-    }
-
-    /// Takes the notifications received so far.
-    pub fn take_notes(&mut self) -> Vec<Value> {
-        std::mem::take(&mut self.notes)
-    }
-
-    /// `initialize` (experimental API on) + `initialized`.
-    pub async fn handshake(&mut self) -> Result<Value, Value> {
-        let answer = self
-            .request(
-                "initialize",
-                json!({"clientInfo": {"name": "rewind-conformance", "version": "0.1.0"},
-                       "capabilities": {"experimentalApi": true}}),
-            )
-            .await;
-        self.notify("initialized").await;
-        answer
-    }
-
-    /// Closes stdin and waits for the exit (killed after 5 s).
-    pub async fn shutdown(mut self) {
-        self.stdin.take();
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
-    }
-}
-
-/// Runs a turn to its end: the `turn/start` answer, then `turn/completed`.
-async fn turn(server: &mut AppServer, thread: &str, text: &str) -> (Result<Value, Value>, Value) {
-    let started = server
-        .request(
-            "turn/start",
-            json!({"threadId": thread, "input": [{"type": "text", "text": text, "text_elements": []}]}),
-        )
-        .await;
-    let Some(id) = started
-        .as_ref()
-        .ok()
-        .and_then(|r| r.pointer("/turn/id"))
-        .cloned()
-    else {
-        return (started, Value::Null);
-    };
-    let done = server
-        .wait_until(|n| {
-            n["method"] == "turn/completed" && n.pointer("/params/turn/id") == Some(&id)
-        })
-        .await;
-    (started, done)
 }
 
 /// What one side answered, step by step.
@@ -422,11 +224,11 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     let paged = thread_id(&started);
     let notes = a.take_notes();
     t.notes("thread/start notifications", notes);
-    let (ok, done1) = turn(&mut a, &paged, "first question").await;
+    let (ok, done1) = a.turn(&paged, "first question").await;
     t.answer("turn/start 1", &ok);
     let notes = a.take_notes();
     t.notes("turn 1 notifications", notes);
-    let (ok, done2) = turn(&mut a, &paged, "second question").await;
+    let (ok, done2) = a.turn(&paged, "second question").await;
     t.answer("turn/start 2", &ok);
     a.take_notes();
     t.value("turn/completed 2", &done2);
@@ -466,7 +268,9 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     t.answer("thread/revert before turn 2", &revert);
     // The notification may follow the answer.
     if revert.is_ok() {
-        a.wait_for("thread/reverted").await;
+        a.wait_for("thread/reverted")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let notes = a.take_notes();
     t.notes("thread/revert notifications", notes);
@@ -485,9 +289,9 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
         .await;
     t.answer("thread/start (legacy)", &legacy);
     let legacy = thread_id(&legacy);
-    let (one, _) = turn(&mut a, &legacy, "one").await;
+    let (one, _) = a.turn(&legacy, "one").await;
     one.expect("turn one of the legacy thread");
-    let (_, done_b) = turn(&mut a, &legacy, "two").await;
+    let (_, done_b) = a.turn(&legacy, "two").await;
     a.take_notes();
     let zero = a
         .request(
@@ -611,7 +415,7 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     h.handshake().await.expect("initialize h");
     let once = h.request("thread/start", json!({})).await;
     let once = thread_id(&once);
-    let (_, done) = turn(&mut h, &once, "the only turn").await;
+    let (_, done) = h.turn(&once, "the only turn").await;
     let reverted = h
         .request(
             "thread/revert",
@@ -699,7 +503,8 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     d.wait_until(|n| {
         n["method"] == "turn/completed" && n.pointer("/params/threadId") == Some(&json!(legacy))
     })
-    .await;
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     // How the paginated thread's turns ended (the revert and the second turn/start above).
     d.drain(SLOW + Duration::from_secs(2)).await;
     let ends: Vec<Value> = d

@@ -122,6 +122,7 @@
 
 mod args;
 mod run;
+pub(crate) use run::{call_of, witness_before};
 mod transcript;
 
 pub use transcript::{

@@ -51,6 +51,92 @@ pub fn run(config_dir: PathBuf, args: Vec<String>) -> ExitCode {
     }
 }
 
+/// The journal's `call`, the call name fault rules match, and the `target` of a run started
+/// with `args`, as this mock journals it (`claude` and no target when the arguments do not
+/// parse): for a journaling proxy in front of
+/// the real CLI.
+pub(crate) fn call_of(args: &[String]) -> (&'static str, &'static str, Option<String>) {
+    match args::parse(args) {
+        Ok(opts) => {
+            let mode = Mode::of(&opts);
+            let target = match mode {
+                Mode::Version | Mode::Help => None,
+                _ => opts
+                    .resume_id()
+                    .map(|r| session_of_resume_value(r).to_owned())
+                    .or_else(|| opts.session_id.clone()),
+            };
+            (mode.call(), mode.fault_call(), target)
+        }
+        Err(_) => ("claude", "new", None),
+    }
+}
+
+/// What the delivery witness is told about a run of the CLI started with `args` in `cwd`, read
+/// from the transcripts as they are before the run: the session the prompt goes to, and the
+/// state before it (`{"sessionId", "fresh", "leafUuid", "chain"}`, the shape this mock
+/// announces). For a journaling proxy in front of the real CLI; `None` when the arguments do
+/// not parse, or the session a resume names cannot be loaded (the CLI then fails by itself).
+pub(crate) fn witness_before(
+    config_dir: &Path,
+    cwd: &Path,
+    args: &[String],
+) -> Option<(String, Value)> {
+    let opts = args::parse(args).ok()?;
+    let resumed = match &opts.resume {
+        Some(value) => {
+            let value = value.as_deref().filter(|v| !v.is_empty())?;
+            let id = session_of_resume_value(value).to_owned();
+            let path = if value.ends_with(".jsonl") {
+                Some(PathBuf::from(value))
+            } else {
+                find_transcript(config_dir, cwd, value)
+            };
+            Some((id, path?))
+        }
+        None => None,
+    };
+    let Some((id, path)) = resumed else {
+        // A new session: the id it is given (`--session-id`), else one the CLI picks.
+        let id = opts.session_id.clone().unwrap_or_default();
+        return Some((
+            id.clone(),
+            json!({"sessionId": id, "fresh": true, "leafUuid": null, "chain": []}),
+        ));
+    };
+    let transcript = Transcript::load(&path).ok().flatten()?;
+    let current = transcript
+        .resume_leaf()
+        .and_then(|leaf| transcript.chain_to(&leaf))
+        .unwrap_or_default();
+    let entries = match &opts.resume_session_at {
+        Some(at) => {
+            let i = current
+                .iter()
+                .position(|e| e.get("uuid").and_then(Value::as_str) == Some(at.as_str()))?;
+            current[..=i].to_vec()
+        }
+        None => current,
+    };
+    let chain: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.get("type").and_then(Value::as_str),
+                Some("user" | "assistant")
+            )
+        })
+        .filter_map(|e| e.get("uuid").and_then(Value::as_str))
+        .collect();
+    let leaf = entries
+        .last()
+        .and_then(|e| e.get("uuid").and_then(Value::as_str));
+    Some((
+        id.clone(),
+        json!({"sessionId": id, "fresh": leaf.is_none(), "leafUuid": leaf, "chain": chain}),
+    ))
+}
+
 /// What the run does to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {

@@ -32,25 +32,28 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
         .pool(4)
         .await
         .with_context(|| format!("connecting to scenario database `{}`", db.name))?;
+    // The runtimes first: real ones choose their own ids, which the database must hold.
+    let mut mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
+        .await
+        .with_context(|| format!("starting the runtimes of fixture `{name}`"))?;
     {
         let mut conn = pool.acquire().await.context("acquiring a connection")?;
-        seed_fixture(&mut conn, fixture)
+        seed_fixture(&mut conn, &mocks.fixture_for_database(fixture))
             .await
             .with_context(|| format!("seeding fixture `{name}`"))?;
     }
     if let Ok(mut times) = ctx.isolation_times.lock() {
         times.push((db.clone_time, started.elapsed()));
     }
-    let mut mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
-        .await
-        .with_context(|| format!("starting the mock runtimes of fixture `{name}`"))?;
-    if let Some(release) = &ctx.applicability.profile().codex_release {
+    // Real runtimes run the releases chosen for the run (`--runtime-release`).
+    let profile = ctx.applicability.profile();
+    if let (Some(release), false) = (&profile.codex_release, mocks.is_real()) {
         // The release the implementation declared; a scenario that names one switches again.
         mocks
             .use_codex_version(release)
             .with_context(|| format!("making the codex mock imitate release {release}"))?;
     }
-    if let Some(release) = &ctx.applicability.profile().claude_release {
+    if let (Some(release), false) = (&profile.claude_release, mocks.is_real()) {
         mocks
             .use_claude_version(release)
             .with_context(|| format!("making the claude mock imitate release {release}"))?;

@@ -269,7 +269,7 @@ async fn another_writer(world: &mut RewindWorld, agent: String) -> anyhow::Resul
         mock == MockRuntime::Codex,
         "agent `{agent}` is not a codex agent"
     );
-    let thread = thread.to_owned();
+    let thread = world.mocks()?.native_id(thread);
     let endpoints = world.mocks()?.endpoints();
     let mut child = tokio::process::Command::new(&endpoints.codex_program)
         .args(&endpoints.codex_args)

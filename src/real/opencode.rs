@@ -1,0 +1,554 @@
+//! OpenCode under `--runtimes real`: a real server started for the scenario against the fake
+//! Chat Completions API ([`Server`]), the seeding and read-back of its sessions, and the
+//! journaling HTTP proxy the implementation reaches it through ([`JournalingProxy`]), which
+//! journals every call as the mock server journals it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use futures::TryStreamExt as _;
+use rewind_mock_runtimes::faults::{FaultKind, FaultPlan};
+use rewind_mock_runtimes::journal::{Journal, JournalEntry};
+use rewind_mock_runtimes::witness::WitnessRequest;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+use super::{RealError, SeedTurn, SeededSession};
+
+/// How long the server may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long one call may take (a prompt runs a whole turn).
+const CALL_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The `opencode.json` of a working directory whose model is the fake Chat Completions API at
+/// `model_url` (`.../v1`); `snapshot` as asked (AgentTeam's OpenCode is context-only: false).
+pub fn config(model_url: &str, snapshot: bool) -> String {
+    json!({
+        "$schema": "https://opencode.ai/config.json",
+        "snapshot": snapshot,
+        "autoupdate": false,
+        "share": "disabled",
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": model_url, "apiKey": "fake"},
+                "models": {"fake-model": {"name": "Fake model"}}
+            }
+        }
+    })
+    .to_string()
+}
+
+/// The variables that keep the server offline.
+pub const QUIET_ENV: [(&str, &str); 5] = [
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+];
+
+/// A running real OpenCode server; killed when dropped.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    base_url: String,
+    http: reqwest::Client,
+}
+
+fn failure(detail: impl Into<String>) -> RealError {
+    RealError::runtime("opencode", detail)
+}
+
+impl Server {
+    /// Starts `program serve` on a free loopback port with exactly `env` (and `PATH`) in `cwd`,
+    /// and waits until it listens.
+    pub async fn start(
+        program: &Path,
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> Result<Server, RealError> {
+        // `serve --port 0` listens on 4096: a free port is chosen here.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(super::io("finding a free port"))?
+            .port();
+        let mut child = Command::new(program)
+            .args([
+                "serve",
+                "--port",
+                &port.to_string(),
+                "--hostname",
+                "127.0.0.1",
+            ])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(super::io(format!("starting {}", program.display())))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| failure("the server has no stdout"))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let listening = tokio::time::timeout(START_TIMEOUT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(at) = line.find("listening on ") {
+                    return Some(line[at + "listening on ".len()..].trim().to_owned());
+                }
+            }
+            None
+        })
+        .await;
+        let base_url = match listening {
+            Ok(Some(url)) => url.trim_end_matches('/').to_owned(),
+            Ok(None) => return Err(failure("the server closed stdout before listening")),
+            Err(_) => return Err(failure("the server printed no listening line in time")),
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let http = reqwest::Client::builder()
+            .timeout(CALL_TIMEOUT)
+            .build()
+            .map_err(|e| failure(format!("an HTTP client: {e}")))?;
+        Ok(Server {
+            child,
+            base_url,
+            http,
+        })
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// One call straight to the server (not journaled); the parsed body of a 2xx answer.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, RealError> {
+        let url = format!("{}{}", self.base_url, path);
+        let request = match method {
+            "GET" => self.http.get(url),
+            _ => self.http.post(url).json(&body.unwrap_or_else(|| json!({}))),
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|e| failure(format!("{method} {path}: {e}")))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(failure(format!("{method} {path}: {status}: {text}")));
+        }
+        Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Stops the server.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Creates a session and prompts it with `turns`, the fake model answering each with its
+/// scripted output. Returns the session id and its message ids, a user and an assistant one per
+/// turn, in order.
+pub async fn seed_session(server: &Server, turns: &[SeedTurn]) -> Result<SeededSession, RealError> {
+    let created = server.call("POST", "/session", Some(json!({}))).await?;
+    let session = created
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| failure(format!("POST /session answered {created}")))?
+        .to_owned();
+    for turn in turns {
+        server
+            .call(
+                "POST",
+                &format!("/session/{session}/message"),
+                Some(json!({"parts": [{"type": "text", "text": turn.input}]})),
+            )
+            .await?;
+    }
+    let (ids, roles) = messages(server, &session).await?;
+    let expected: Vec<&str> = turns.iter().flat_map(|_| ["user", "assistant"]).collect();
+    if roles != expected {
+        return Err(failure(format!(
+            "seeding session {session}: it holds {roles:?}, not one user and one assistant \
+             message per turn"
+        )));
+    }
+    Ok(SeededSession {
+        session_id: session,
+        ids,
+    })
+}
+
+/// The message ids and roles of `session`, in order.
+async fn messages(server: &Server, session: &str) -> Result<(Vec<String>, Vec<String>), RealError> {
+    let listed = server
+        .call("GET", &format!("/session/{session}/message"), None)
+        .await?;
+    let mut ids = Vec::new();
+    let mut roles = Vec::new();
+    for m in listed.as_array().into_iter().flatten() {
+        if let (Some(id), Some(role)) = (
+            m.pointer("/info/id").and_then(Value::as_str),
+            m.pointer("/info/role").and_then(Value::as_str),
+        ) {
+            ids.push(id.to_owned());
+            roles.push(role.to_owned());
+        }
+    }
+    Ok((ids, roles))
+}
+
+/// What `session` holds now: its message ids in order and the message a pending revert points
+/// at; `None` when the server does not know the session.
+pub async fn view(
+    server: &Server,
+    session: &str,
+) -> Result<Option<(Vec<String>, Option<String>)>, RealError> {
+    let Ok(info) = server
+        .call("GET", &format!("/session/{session}"), None)
+        .await
+    else {
+        return Ok(None);
+    };
+    let reverted = info
+        .pointer("/revert/messageID")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let (ids, _) = messages(server, session).await?;
+    Ok(Some((ids, reverted)))
+}
+
+/// The route template the mock journals a call under (`POST /session/{id}/revert`), and the
+/// session it addressed.
+fn template(method: &str, path: &str) -> (String, Option<String>) {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["session", id] => (format!("{method} /session/{{id}}"), Some((*id).to_owned())),
+        ["session", id, rest @ ..] => (
+            format!("{method} /session/{{id}}/{}", rest.join("/")),
+            Some((*id).to_owned()),
+        ),
+        _ => (format!("{method} {path}"), None),
+    }
+}
+
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    journal: Journal,
+    /// The fault plan the harness plants for this runtime.
+    faults: PathBuf,
+    /// The delivery witness every prompt is announced to first, when the scenario has one.
+    witness: Option<String>,
+    http: reqwest::Client,
+}
+
+/// The route name fault rules match (`revert`, `message`, ...), as the mock server names them.
+fn route<'a>(method: &str, path: &'a str) -> &'a str {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method, segments.as_slice()) {
+        ("GET", ["session", _, "message"]) => "messages",
+        (_, ["session", _, last]) => last,
+        ("GET", ["session", _]) => "get",
+        ("POST", ["session"]) => "create",
+        ("GET", ["session"]) => "list",
+        ("GET", ["config"]) => "config",
+        ("GET", ["global", "health"]) => "health",
+        _ => "other",
+    }
+}
+
+/// An HTTP proxy on loopback in front of a real server: every call is forwarded unchanged (a
+/// streaming answer streams) and journaled in the mock's form.
+#[derive(Debug)]
+pub struct JournalingProxy {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for JournalingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl JournalingProxy {
+    /// Listens on a free loopback port, forwarding to `upstream` and journaling into the journal
+    /// of the OpenCode home `home`.
+    /// With `witness`, every prompt (`POST /session/{id}/message`) is announced to the delivery
+    /// witness before the server sees it, as the mock server announces it.
+    pub async fn start(
+        upstream: &str,
+        home: &Path,
+        witness: Option<String>,
+    ) -> Result<JournalingProxy, RealError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(super::io("binding the opencode proxy"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(super::io("binding the opencode proxy"))?;
+        let state = Proxy {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            journal: Journal::new(rewind_mock_runtimes::journal_path(home)),
+            faults: rewind_mock_runtimes::faults_path(home),
+            witness,
+            http: reqwest::Client::builder()
+                .build()
+                .map_err(|e| failure(format!("an HTTP client: {e}")))?,
+        };
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(JournalingProxy {
+            url: format!("http://{addr}"),
+            task,
+        })
+    }
+
+    /// The proxy's base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// The messages of `session` a prompt arriving now continues from: every message, less those a
+/// pending revert is about to clean up (the reverted one and everything after it).
+async fn live_messages(proxy: &Proxy, session: &str) -> Vec<String> {
+    let get = |path: String| {
+        let http = proxy.http.clone();
+        let url = format!("{}{path}", proxy.upstream);
+        async move {
+            let answer = http.get(url).send().await.ok()?;
+            answer.json::<Value>().await.ok()
+        }
+    };
+    let reverted = get(format!("/session/{session}")).await.and_then(|info| {
+        info.pointer("/revert/messageID")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let listed = get(format!("/session/{session}/message"))
+        .await
+        .unwrap_or(Value::Null);
+    listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.pointer("/info/id").and_then(Value::as_str))
+        .take_while(|id| Some(*id) != reverted.as_deref())
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let headers = request.headers().clone();
+    let body = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    let (call, target) = template(method.as_str(), uri.path());
+    let mut entry = JournalEntry::new("opencode", call).request(
+        serde_json::from_slice(&body).unwrap_or(if body.is_empty() {
+            Value::Null
+        } else {
+            Value::String(String::from_utf8_lossy(&body).into_owned())
+        }),
+    );
+    entry.target = target.clone();
+    let call = route(method.as_str(), uri.path()).to_owned();
+    let rule = FaultPlan::load(&proxy.faults).ok().and_then(|plan| {
+        plan.find(target.as_deref().unwrap_or("*"), &call)
+            .or_else(|| plan.find("*", &call))
+            .cloned()
+    });
+    let mut faulted = false;
+    if let Some(rule) = rule {
+        faulted = true;
+        entry.outcome = rule.kind.outcome();
+        match rule.kind {
+            FaultKind::Hang => {
+                entry.detail = Some(match rule.hang_ms {
+                    Some(ms) => format!("injected hang: answering after {ms} ms"),
+                    None => "injected hang: held until the fault is lifted".to_owned(),
+                });
+                proxy.journal.record(&entry);
+                match rule.hang_ms {
+                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                    None => {
+                        let plan = proxy.faults.clone();
+                        let target = target.clone().unwrap_or_else(|| "*".to_owned());
+                        let call = call.clone();
+                        let _ = tokio::task::spawn_blocking(move || {
+                            FaultPlan::wait_while_held(&plan, &target, &call)
+                        })
+                        .await;
+                    }
+                }
+            }
+            kind => {
+                entry.detail = Some(format!("injected {} by the journaling proxy", kind.label()));
+                proxy.journal.record(&entry);
+                return Response::builder()
+                    .status(500)
+                    .header("content-type", "application/json")
+                    .body(Body::from(
+                        json!({"name": "UnknownError",
+                               "data": {"message": "Unexpected server error. Check server logs for details."}})
+                        .to_string(),
+                    ))
+                    .unwrap_or_else(|_| Response::new(Body::empty()));
+            }
+        }
+    }
+    if let (Some(url), "message", true, Some(session)) = (
+        &proxy.witness,
+        call.as_str(),
+        method == axum::http::Method::POST,
+        target.as_deref(),
+    ) {
+        let request = WitnessRequest {
+            runtime: "opencode".to_owned(),
+            target: session.to_owned(),
+            input: entry
+                .request
+                .get("parts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            before: json!({
+                "sessionId": session,
+                "messageId": entry.request.get("messageID"),
+                "messageIds": live_messages(&proxy, session).await,
+            }),
+        };
+        match rewind_mock_runtimes::witness::ask(url, &request).await {
+            Ok(answer) => entry.witness = Some(answer.witness),
+            Err(e) => {
+                entry.outcome = "error".to_owned();
+                entry.detail = Some(e.to_string());
+                proxy.journal.record(&entry);
+                return Response::builder()
+                    .status(500)
+                    .header("content-type", "application/json")
+                    .body(Body::from(
+                        json!({"name": "UnknownError", "data": {"message": e.to_string()}})
+                            .to_string(),
+                    ))
+                    .unwrap_or_else(|_| Response::new(Body::empty()));
+            }
+        }
+    }
+    let url = format!(
+        "{}{}",
+        proxy.upstream,
+        uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+    );
+    let mut upstream = proxy.http.request(method, url).body(body);
+    for (name, value) in &headers {
+        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
+            upstream = upstream.header(name, value);
+        }
+    }
+    match upstream.send().await {
+        Ok(answer) => {
+            let status = answer.status();
+            if !status.is_success() {
+                entry.outcome = "error".to_owned();
+                entry.detail = Some(format!("HTTP {}", status.as_u16()));
+            }
+            if !faulted {
+                proxy.journal.record(&entry);
+            }
+            let mut response = Response::builder().status(status);
+            for (name, value) in answer.headers() {
+                if name != axum::http::header::CONTENT_LENGTH
+                    && name != axum::http::header::TRANSFER_ENCODING
+                {
+                    response = response.header(name, value);
+                }
+            }
+            let stream = answer.bytes_stream().map_err(std::io::Error::other);
+            response
+                .body(Body::from_stream(stream))
+                .unwrap_or_else(|_| Response::new(Body::empty()))
+        }
+        Err(e) => {
+            entry.outcome = "error".to_owned();
+            entry.detail = Some(e.to_string());
+            proxy.journal.record(&entry);
+            Response::builder()
+                .status(502)
+                .body(Body::from(format!(
+                    "the opencode server did not answer: {e}"
+                )))
+                .unwrap_or_else(|_| Response::new(Body::empty()))
+        }
+    }
+}
+
+/// Where a scenario's real OpenCode runs: the program, its environment and working directory.
+#[derive(Debug, Clone)]
+pub struct OpenCodeHome {
+    /// The real program.
+    pub program: PathBuf,
+    /// HOME, XDG and [`QUIET_ENV`].
+    pub env: Vec<(String, String)>,
+    /// The working directory (holding `opencode.json`).
+    pub cwd: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template;
+
+    #[test]
+    fn calls_are_journaled_under_the_mock_servers_route_templates() {
+        assert_eq!(
+            template("POST", "/session/ses_1/revert"),
+            (
+                "POST /session/{id}/revert".to_owned(),
+                Some("ses_1".to_owned())
+            )
+        );
+        assert_eq!(
+            template("GET", "/session/ses_1"),
+            ("GET /session/{id}".to_owned(), Some("ses_1".to_owned()))
+        );
+        assert_eq!(template("GET", "/config"), ("GET /config".to_owned(), None));
+        assert_eq!(super::route("GET", "/session/ses_1/message"), "messages");
+        assert_eq!(super::route("POST", "/session/ses_1/message"), "message");
+        assert_eq!(super::route("POST", "/session/ses_1/revert"), "revert");
+    }
+}

@@ -1,0 +1,380 @@
+//! One scenario's real runtimes: the fake models, the homes, the sessions seeded from the
+//! fixture, a real OpenCode server behind its journaling proxy, and the map between the ids the
+//! fixture names and the ids the real runtimes chose.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::claude::ClaudeHome;
+use super::codex::CodexHome;
+use super::fake_model::{Api, FakeModel};
+use super::install::Release;
+use super::opencode::{JournalingProxy, OpenCodeHome, Server};
+use super::{RealError, SeedTurn, PROXY_TARGET_ENV};
+
+/// The real programs of a run, one release per runtime, installed before the first scenario.
+#[derive(Debug, Clone)]
+pub struct RealPrograms {
+    /// Codex: the release and its program.
+    pub codex: (Release, PathBuf),
+    /// Claude Code.
+    pub claude: (Release, PathBuf),
+    /// OpenCode (also `builtin`).
+    pub opencode: (Release, PathBuf),
+}
+
+impl RealPrograms {
+    /// Installs (or finds in the cache) `releases`: one per runtime, any runtime left out at its
+    /// pinned release; a `latest` version is resolved against the registry first.
+    pub fn resolve(releases: &[Release]) -> Result<RealPrograms, RealError> {
+        let pick = |name: &str| -> Result<(Release, PathBuf), RealError> {
+            let release = releases
+                .iter()
+                .find(|r| r.name == name)
+                .cloned()
+                .or_else(|| Release::pinned(name))
+                .ok_or_else(|| RealError::runtime("codex", format!("no release of {name}")))?
+                .resolve_latest()?;
+            let program = release.program()?;
+            Ok((release, program))
+        };
+        Ok(RealPrograms {
+            codex: pick("codex")?,
+            claude: pick("claude-code")?,
+            opencode: pick("opencode")?,
+        })
+    }
+
+    /// `codex 0.171.0, claude-code 2.1.332, opencode 1.18.34`.
+    pub fn describe(&self) -> String {
+        format!("{}, {}, {}", self.codex.0, self.claude.0, self.opencode.0)
+    }
+}
+
+/// A session to seed: the fixture's description of one agent's runtime session.
+#[derive(Debug, Clone)]
+pub struct SessionSeed {
+    /// The agent.
+    pub agent: String,
+    /// `codex`, `claude` or `opencode` (builtin agents are OpenCode sessions).
+    pub runtime: &'static str,
+    /// The thread or session id the fixture names.
+    pub session_id: String,
+    /// The entry ids the fixture names: one per turn (codex), or a user and an assistant one per
+    /// turn (claude, opencode).
+    pub ids: Vec<String>,
+    /// The turns.
+    pub turns: Vec<SeedTurn>,
+}
+
+/// Where a scenario's runtimes keep their state (the mock runtimes' layout).
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// `CODEX_HOME`.
+    pub codex_home: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`.
+    pub claude_config: PathBuf,
+    /// The working directory of the claude sessions.
+    pub claude_cwd: PathBuf,
+    /// `XDG_DATA_HOME` (OpenCode's home is `opencode` inside).
+    pub xdg_data: PathBuf,
+    /// The OpenCode server's working directory.
+    pub opencode_cwd: PathBuf,
+    /// The scenario's root, for HOME and the other XDG directories.
+    pub root: PathBuf,
+}
+
+/// One scenario's real runtimes.
+#[derive(Debug)]
+pub struct RealScenario {
+    programs: RealPrograms,
+    codex: CodexHome,
+    claude: ClaudeHome,
+    opencode: Option<(Server, JournalingProxy)>,
+    /// Fixture id → real id, for every seeded session and entry.
+    to_real: BTreeMap<String, String>,
+    /// Real id → fixture id.
+    to_fixture: BTreeMap<String, String>,
+    layout: Layout,
+    env: Vec<(String, String)>,
+    witness: Option<String>,
+    /// Kept alive for the scenario.
+    _models: [FakeModel; 3],
+}
+
+fn base_env(layout: &Layout) -> Result<Vec<(String, String)>, RealError> {
+    let mut env = Vec::new();
+    for (key, dir) in [
+        ("HOME", layout.root.join("home")),
+        ("XDG_CONFIG_HOME", layout.root.join("xdg-config")),
+        ("XDG_DATA_HOME", layout.xdg_data.clone()),
+        ("XDG_STATE_HOME", layout.root.join("xdg-state")),
+        ("XDG_CACHE_HOME", layout.root.join("xdg-cache")),
+    ] {
+        std::fs::create_dir_all(&dir).map_err(super::io(format!("creating {}", dir.display())))?;
+        env.push((key.to_owned(), dir.display().to_string()));
+    }
+    Ok(env)
+}
+
+impl RealScenario {
+    /// Starts the fake models, writes the runtimes' configuration into `layout`, seeds
+    /// `sessions` through the real runtimes and, when `opencode` is asked for, starts a real
+    /// OpenCode server (context-only unless `snapshot`) behind a journaling proxy.
+    pub async fn start(
+        programs: &RealPrograms,
+        layout: &Layout,
+        sessions: &[SessionSeed],
+        opencode: bool,
+        witness: Option<String>,
+    ) -> Result<RealScenario, RealError> {
+        let responses = FakeModel::start(Api::Responses).await;
+        let messages = FakeModel::start(Api::Messages).await;
+        let chat = FakeModel::start(Api::ChatCompletions).await;
+        for seed in sessions {
+            let model = match seed.runtime {
+                "codex" => &responses,
+                "claude" => &messages,
+                _ => &chat,
+            };
+            for turn in &seed.turns {
+                model.script(&turn.input, turn.output.as_deref().unwrap_or_default());
+            }
+        }
+        let env = base_env(layout)?;
+        std::fs::create_dir_all(&layout.codex_home).map_err(super::io(format!(
+            "creating {}",
+            layout.codex_home.display()
+        )))?;
+        let config = layout.codex_home.join("config.toml");
+        std::fs::write(&config, super::codex::config(&responses.base_v1()))
+            .map_err(super::io(format!("writing {}", config.display())))?;
+        let codex = CodexHome {
+            program: programs.codex.1.clone(),
+            env: env
+                .iter()
+                .cloned()
+                .chain([(
+                    "CODEX_HOME".to_owned(),
+                    layout.codex_home.display().to_string(),
+                )])
+                .collect(),
+            cwd: layout.root.join("home"),
+        };
+        let claude = ClaudeHome {
+            program: programs.claude.1.clone(),
+            env: env
+                .iter()
+                .cloned()
+                .chain([(
+                    "CLAUDE_CONFIG_DIR".to_owned(),
+                    layout.claude_config.display().to_string(),
+                )])
+                .chain(super::claude::model_env(&messages.base()))
+                .collect(),
+            cwd: layout.claude_cwd.clone(),
+            config_dir: layout.claude_config.clone(),
+        };
+        let mut scenario = RealScenario {
+            programs: programs.clone(),
+            codex,
+            claude,
+            opencode: None,
+            to_real: BTreeMap::new(),
+            to_fixture: BTreeMap::new(),
+            layout: layout.clone(),
+            env: env.clone(),
+            witness,
+            _models: [responses, messages, chat],
+        };
+        if opencode {
+            scenario.start_opencode(false).await?;
+        }
+        for seed in sessions {
+            scenario.seed(seed).await?;
+        }
+        Ok(scenario)
+    }
+
+    /// (Re)starts the OpenCode server, with file snapshots on or off, behind a new proxy.
+    pub async fn start_opencode(&mut self, snapshot: bool) -> Result<(), RealError> {
+        let layout = self.layout.clone();
+        if let Some((old, _proxy)) = self.opencode.take() {
+            old.stop().await;
+        }
+        let model_url = self._models[2].base_v1();
+        std::fs::create_dir_all(&layout.opencode_cwd).map_err(super::io(format!(
+            "creating {}",
+            layout.opencode_cwd.display()
+        )))?;
+        let config = layout.opencode_cwd.join("opencode.json");
+        std::fs::write(&config, super::opencode::config(&model_url, snapshot))
+            .map_err(super::io(format!("writing {}", config.display())))?;
+        let home = OpenCodeHome {
+            program: self.programs.opencode.1.clone(),
+            env: self
+                .env
+                .iter()
+                .cloned()
+                .chain(
+                    super::opencode::QUIET_ENV
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+                )
+                .collect(),
+            cwd: layout.opencode_cwd.clone(),
+        };
+        let server = Server::start(&home.program, &home.env, &home.cwd).await?;
+        let proxy = JournalingProxy::start(
+            server.base_url(),
+            &layout.xdg_data.join("opencode"),
+            self.witness.clone(),
+        )
+        .await?;
+        self.opencode = Some((server, proxy));
+        Ok(())
+    }
+
+    /// The real OpenCode server's process id.
+    pub fn opencode_pid(&self) -> Option<u32> {
+        self.opencode.as_ref().and_then(|(s, _)| s.pid())
+    }
+
+    async fn seed(&mut self, seed: &SessionSeed) -> Result<(), RealError> {
+        let seeded = match seed.runtime {
+            "codex" => {
+                let version = self.programs.codex.0.version.clone();
+                super::codex::seed_thread(&self.codex, &version, &seed.turns).await?
+            }
+            "claude" => {
+                super::claude::seed_session(&self.claude, &seed.session_id, &seed.turns).await?
+            }
+            _ => {
+                let (server, _) = self.opencode.as_ref().ok_or_else(|| {
+                    RealError::runtime("opencode", "no server was started for the sessions")
+                })?;
+                super::opencode::seed_session(server, &seed.turns).await?
+            }
+        };
+        if seeded.ids.len() != seed.ids.len() {
+            return Err(RealError::runtime(
+                seed.runtime,
+                format!(
+                    "agent `{}`: the fixture names {} entries, the runtime made {}",
+                    seed.agent,
+                    seed.ids.len(),
+                    seeded.ids.len()
+                ),
+            ));
+        }
+        let pairs = std::iter::once((seed.session_id.clone(), seeded.session_id))
+            .chain(seed.ids.iter().cloned().zip(seeded.ids));
+        for (fixture, real) in pairs {
+            self.to_fixture.insert(real.clone(), fixture.clone());
+            self.to_real.insert(fixture, real);
+        }
+        Ok(())
+    }
+
+    /// The real id of a fixture id (the same id when it is not a seeded one).
+    pub fn real_id(&self, fixture_id: &str) -> String {
+        self.to_real
+            .get(fixture_id)
+            .cloned()
+            .unwrap_or_else(|| fixture_id.to_owned())
+    }
+
+    /// `text` with every real id replaced by the fixture's (ids the runtimes made during the
+    /// scenario stay as they are).
+    pub fn to_fixture_text(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (real, fixture) in &self.to_fixture {
+            if real != fixture && out.contains(real.as_str()) {
+                out = out.replace(real.as_str(), fixture);
+            }
+        }
+        out
+    }
+
+    /// `value` with every string run through [`RealScenario::to_fixture_text`].
+    pub fn to_fixture_value(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(self.to_fixture_text(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.to_fixture_value(v)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), self.to_fixture_value(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// `value` with every string that is a seeded fixture id replaced by the real id.
+    pub fn to_real_value(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(self.real_id(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.to_real_value(v)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), self.to_real_value(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// The environment of `codex` programs handed to the implementation: the real app-server's,
+    /// plus the proxy's target.
+    pub fn codex_env(&self) -> Vec<(String, String)> {
+        let mut env = self.codex.env.clone();
+        env.push((
+            PROXY_TARGET_ENV.to_owned(),
+            self.programs.codex.1.display().to_string(),
+        ));
+        env
+    }
+
+    /// The environment of `claude` programs handed to the implementation.
+    pub fn claude_env(&self) -> Vec<(String, String)> {
+        let mut env = self.claude.env.clone();
+        env.push((
+            PROXY_TARGET_ENV.to_owned(),
+            self.programs.claude.1.display().to_string(),
+        ));
+        env
+    }
+
+    /// The journaling proxy's URL in front of the OpenCode server, when one runs.
+    pub fn opencode_url(&self) -> Option<String> {
+        self.opencode.as_ref().map(|(_, p)| p.url().to_owned())
+    }
+
+    /// The turn ids of codex thread `thread` (a real id), read back through the real runtime.
+    pub async fn codex_turns(&self, thread: &str) -> Result<Option<Vec<String>>, RealError> {
+        super::codex::turn_ids(&self.codex, thread).await
+    }
+
+    /// The messages of OpenCode session `session` (a real id) and its pending revert.
+    pub async fn opencode_session(
+        &self,
+        session: &str,
+    ) -> Result<Option<(Vec<String>, Option<String>)>, RealError> {
+        match &self.opencode {
+            Some((server, _)) => super::opencode::view(server, session).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The releases this scenario runs.
+    pub fn programs(&self) -> &RealPrograms {
+        &self.programs
+    }
+
+    /// Where the claude sessions live.
+    pub fn claude_home(&self) -> &ClaudeHome {
+        &self.claude
+    }
+}
