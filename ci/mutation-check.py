@@ -12,7 +12,10 @@ of the scenarios that must now fail. The check runs on a copy of the committed t
     ci/mutation-check.py --check         # only check that every mutation still applies
 
 A mutation whose expression starts with `fuzz` is checked against the generated cases of the
-`fuzz` command (the options that follow) instead of the Gherkin suite.
+`fuzz` command (the options that follow) instead of the Gherkin suite. One whose expression
+starts with `real ` is checked with the rest of the expression on real runtime releases
+(`run --runtimes real`; the releases are installed from the npm registry into the cache once):
+a breakage only a real runtime exposes.
 
 Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
 """
@@ -431,6 +434,26 @@ MUTATIONS = [
     ("claude-bound-delivery-unverified", CLAUDE,
      [("        verify_continues_from(settings, session_id, boundary, &known)?;\n", "")],
      "@rule:runtime.claude-resume-session-at and @rule:runtime.restore-verify"),
+    # On real runtime releases (`run --runtimes real`): what the runtime sends its model after a
+    # rewind. A Claude delivery that resumes at the transcript's old leaf instead of the boundary
+    # the restore bound to it (relying on the prompt-less `--resume-session-at` of the restore,
+    # which the real CLI never applies) sends the model the rewound turns.
+    ("real-claude-delivery-ignores-bound-boundary", CLAUDE,
+     [("    if let Some(boundary) = read_pending(settings, session_id)? {",
+       "    if let Some(boundary) = read_pending(settings, session_id)?.filter(|_| false) {")],
+     "real @rule:runtime.lan-e2e-release-gate and @rule:guard.new-runtime-supported-gate"),
+    # A Codex restore that leaves its app-server running, holding the thread: the real
+    # app-server lets one process at a time load a thread, so the next delivery cannot.
+    ("real-codex-restore-keeps-app-server", CODEX,
+     [("            server.shut_down(grace).await;\n            result",
+       "            std::mem::forget(server);\n            result")],
+     "real @rule:guard.codex-lan-e2e"),
+    # An OpenCode restore that reverts nothing and calls it verified: the next prompt carries the
+    # rewound turns to the model, on a live server and on a restarted one.
+    ("real-opencode-reverts-nothing", OPENCODE,
+     [("    if held.iter().all(|id| id.as_str() < message_id) {",
+       "    if true || held.iter().all(|id| id.as_str() < message_id) {")],
+     "real @rule:runtime.lan-e2e-release-gate and @rule:guard.new-runtime-supported-gate"),
     ("opencode-snapshots-accepted", OPENCODE,
      [("        Some(Value::Bool(false)) => Ok(()),", "        Some(_) | None => Ok(()),")],
      "@rule:runtime.opencode-context-only"),
@@ -788,6 +811,8 @@ def run_suite(binary, cwd, env, tags):
     are the `fuzz` command's options (e.g. `fuzz --cases 100 --seed 7`)."""
     if tags.startswith("fuzz"):
         command = [binary, *tags.split(), "--shrink-cases", "0", "-c", "4"]
+    elif tags.startswith("real "):
+        command = [binary, "run", "-c", "4", "--runtimes", "real", "--tags", tags[len("real "):]]
     else:
         command = [binary, "run", "-c", "4", "--tags", tags]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)

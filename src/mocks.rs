@@ -611,6 +611,93 @@ impl MockRuntimes {
         std::borrow::Cow::Owned(translated)
     }
 
+    /// What the runtime sent its model in every request so far (real runtimes only: a mock
+    /// calls no model).
+    pub async fn model_inputs(
+        &self,
+        runtime: MockRuntime,
+    ) -> Result<Vec<Vec<crate::real::fake_model::Turn>>, MockError> {
+        match &self.real {
+            Some(real) => Ok(real.model_inputs(runtime.program()).await),
+            None => Err(MockError::Unsupported(
+                "a mock runtime calls no model: what a runtime sends its model is seen on real \
+                 runtimes (--runtimes real)"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// Makes the model behind `runtime` answer every later request `ms` late (real runtimes
+    /// only: a mock's turn is slowed by a fault instead). Returns how many requests the model had
+    /// received so far.
+    pub async fn slow_model(&self, runtime: MockRuntime, ms: u64) -> Result<usize, MockError> {
+        match &self.real {
+            Some(real) => Ok(real.slow_model(runtime.program(), ms).await),
+            None => Err(MockError::Unsupported(
+                "a mock runtime calls no model: slow its turn with a fault".to_owned(),
+            )),
+        }
+    }
+
+    /// How many requests the model behind `runtime` received so far (real runtimes only).
+    pub async fn model_requests(&self, runtime: MockRuntime) -> Result<usize, MockError> {
+        match &self.real {
+            Some(real) => Ok(real.model_requests(runtime.program()).await),
+            None => Err(MockError::Unsupported(
+                "a mock runtime calls no model".to_owned(),
+            )),
+        }
+    }
+
+    /// Restarts the OpenCode server on the same data: every session it held is loaded again
+    /// from disk by a new process (a detached session).
+    pub async fn restart_opencode(&mut self) -> Result<(), MockError> {
+        if let Some(real) = self.real.as_mut() {
+            let old = real.opencode_pid();
+            real.start_opencode(false)
+                .await
+                .map_err(|e| MockError::Real(e.to_string()))?;
+            let new = real.opencode_pid();
+            live(|l| {
+                l.pids.retain(|p| Some(*p) != old);
+                l.pids.extend(new);
+            });
+            return Ok(());
+        }
+        self.start_opencode().await
+    }
+
+    /// The processes of this scenario's `runtime` (codex or claude, the programs handed to the
+    /// implementation, mock or proxy and real alike) alive now: every process whose environment
+    /// names this scenario's home of that runtime.
+    pub fn runtime_processes(&self, runtime: MockRuntime) -> Vec<u32> {
+        let (key, home) = match runtime {
+            MockRuntime::Codex => ("CODEX_HOME", self.home(runtime)),
+            MockRuntime::Claude => ("CLAUDE_CONFIG_DIR", self.home(runtime)),
+            MockRuntime::OpenCode => ("XDG_DATA_HOME", self.opencode_data_home()),
+        };
+        let wanted = format!("{key}={}", home.display()).into_bytes();
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(environ) = std::fs::read(entry.path().join("environ")) {
+                if environ
+                    .split(|b| *b == 0)
+                    .any(|var| var == wanted.as_slice())
+                {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
     /// Whether the scenario runs on real runtimes.
     pub fn is_real(&self) -> bool {
         self.real.is_some()
@@ -827,6 +914,12 @@ impl MockRuntimes {
     /// seeded so far take the history mode that release's users hold
     /// ([`codex::seed_history_mode`]: legacy under 0.155, paginated from 0.156 on).
     pub fn use_codex_version(&mut self, version: &str) -> Result<(), MockError> {
+        if let Some(real) = &self.real {
+            // The run's own release is the one it runs; another cannot be had mid-scenario.
+            if real.programs().codex.0.version == version {
+                return Ok(());
+            }
+        }
         self.not_on_real("switching the codex release within a scenario")?;
         self.codex_version = Some(version.to_owned());
         let mode = codex::seed_history_mode(version);

@@ -340,8 +340,10 @@ pub async fn seed_thread(
     })
 }
 
-/// The turn ids of `thread` now, read back through a fresh real app-server (`thread/resume`,
-/// then the process exits); `None` when the runtime does not know the thread.
+/// The turn ids of `thread` now, read back through a fresh real app-server that reads the
+/// thread without loading it where it can (another process may hold it): `thread/turns/list`
+/// (paged), else `thread/read {includeTurns: true}` (a legacy thread), else `thread/resume`;
+/// then the process exits. `None` when the runtime does not know the thread.
 pub async fn turn_ids(home: &CodexHome, thread: &str) -> Result<Option<Vec<String>>, RealError> {
     let mut server = AppServer::spawn(&home.program, &home.env, &home.cwd).await?;
     let init = server.handshake().await;
@@ -349,19 +351,57 @@ pub async fn turn_ids(home: &CodexHome, thread: &str) -> Result<Option<Vec<Strin
         server.shutdown().await;
         return Err(failed("initialize", &init));
     }
+    let ids = |turns: Option<&Value>| -> Vec<String> {
+        turns
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.get("id").and_then(Value::as_str).map(str::to_owned))
+            .collect()
+    };
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut paged = true;
+    loop {
+        let mut params = json!({"threadId": thread, "sortDirection": "asc",
+                                "itemsView": "notLoaded", "limit": 100});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        match server.request("thread/turns/list", params).await {
+            Ok(page) => {
+                listed.extend(ids(page.get("data")));
+                match page.get("nextCursor").and_then(Value::as_str) {
+                    Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
+                    _ => break,
+                }
+            }
+            Err(_) => {
+                paged = false;
+                break;
+            }
+        }
+    }
+    if paged {
+        server.shutdown().await;
+        return Ok(Some(listed));
+    }
+    let read = server
+        .request(
+            "thread/read",
+            json!({"threadId": thread, "includeTurns": true}),
+        )
+        .await;
+    if let Ok(r) = &read {
+        server.shutdown().await;
+        return Ok(Some(ids(r.pointer("/thread/turns"))));
+    }
     let resumed = server
         .request("thread/resume", json!({"threadId": thread}))
         .await;
     server.shutdown().await;
     match resumed {
-        Ok(r) => Ok(Some(
-            r.pointer("/thread/turns")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t.get("id").and_then(Value::as_str).map(str::to_owned))
-                .collect(),
-        )),
+        Ok(r) => Ok(Some(ids(r.pointer("/thread/turns")))),
         Err(e) if e.get("transport").is_some() => Err(failed("thread/resume", &Err(e))),
         Err(_) => Ok(None),
     }

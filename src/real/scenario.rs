@@ -102,6 +102,15 @@ pub struct RealScenario {
     _models: [FakeModel; 3],
 }
 
+/// Which fake model a runtime talks to.
+fn model_index(runtime: &str) -> usize {
+    match runtime {
+        "codex" => 0,
+        "claude" => 1,
+        _ => 2,
+    }
+}
+
 fn base_env(layout: &Layout) -> Result<Vec<(String, String)>, RealError> {
     let mut env = Vec::new();
     for (key, dir) in [
@@ -366,6 +375,25 @@ impl RealScenario {
             Some((server, _)) => super::opencode::view(server, session).await,
             None => Ok(None),
         }
+    }
+
+    /// Every request the model behind `runtime` (`codex`, `claude`, `opencode`) received so far:
+    /// what the runtime sent it, in order.
+    pub async fn model_inputs(&self, runtime: &str) -> Vec<Vec<super::fake_model::Turn>> {
+        self._models[model_index(runtime)].inputs().await
+    }
+
+    /// Makes the model behind `runtime` answer every later request `ms` late; returns how many
+    /// requests it had received so far.
+    pub async fn slow_model(&self, runtime: &str, ms: u64) -> usize {
+        let model = &self._models[model_index(runtime)];
+        model.set_delay(std::time::Duration::from_millis(ms));
+        model.received().await
+    }
+
+    /// How many requests the model behind `runtime` received so far.
+    pub async fn model_requests(&self, runtime: &str) -> usize {
+        self._models[model_index(runtime)].received().await
     }
 
     /// The releases this scenario runs.

@@ -91,6 +91,10 @@ const MOCK_ONLY_STEPS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The tag of a scenario that only a real runtime can serve (it reads what the runtime sent its
+/// model): not applicable on the mocks.
+pub const REAL_ONLY_TAG: &str = "real-runtimes";
+
 /// What `--runtimes real` does to scenarios: the releases of the run, and the steps no real
 /// runtime serves.
 struct RealRuntimes {
@@ -257,8 +261,14 @@ impl Applicability {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((path.to_owned(), scenario.name.clone()));
+        let needs_real = self.real.is_none() && scenario.tags.iter().any(|t| t == REAL_ONLY_TAG);
         let reason = match self.undeclared_surface(&all) {
             Some(surface) => Some(format!("surface `{surface}` is not declared")),
+            None if needs_real => Some(
+                "it checks a real runtime end to end (what the runtime sends its model): run it \
+                 with --runtimes real"
+                    .to_owned(),
+            ),
             None => self
                 .undeclared_delivery_runtime(&all)
                 .or_else(|| self.real_unavailable(&all)),

@@ -177,6 +177,10 @@ pub struct RewindWorld {
     /// Whether the scenario holds a restore on purpose (`... runtime holds the restore of ...`):
     /// it then attaches with [`HELD_RESTORE_LIMIT_MS`].
     pub holds_restore: bool,
+    /// On real runtimes, after `agent ... answers its next delivery only after ... ms`: how many
+    /// requests the slowed model had received by then (a request beyond them is the delivery
+    /// the runtime is working on).
+    pub slowed_model_baseline: Option<usize>,
     /// Names given to messages that appeared during the scenario (a live message, a rewind
     /// notice), so later steps can name them like fixture messages.
     pub aliases: BTreeMap<String, String>,

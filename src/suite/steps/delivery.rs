@@ -734,6 +734,11 @@ async fn not_delivered_to(
 #[given(regex = r#"^agent "([^"]+)" answers its next delivery only after (\d+) ms$"#)]
 async fn slow_next_delivery(world: &mut RewindWorld, agent: String, ms: u64) -> anyhow::Result<()> {
     let (mock, session) = agent_session_now(world, &agent, " yet to slow down").await?;
+    if world.mocks()?.is_real() {
+        // A real runtime is slowed where a slow model slows it: inside its turn, busy meanwhile.
+        world.slowed_model_baseline = Some(world.mocks()?.slow_model(mock, ms).await?);
+        return Ok(());
+    }
     fault_deliveries(world, mock, &session, FaultKind::Hang, Some(ms))
 }
 
@@ -744,10 +749,15 @@ async fn working_on_delivery(world: &mut RewindWorld, agent: String) -> anyhow::
     let (mock, session) = agent_session_now(world, &agent, "").await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        // Only delivering calls are held (`answers its next delivery only after`).
-        let working = world.mocks()?.journal(mock)?.iter().any(|e| {
-            e.target.as_deref() == Some(session.as_str()) && e.outcome == FaultKind::Hang.outcome()
-        });
+        // Only delivering calls are held (`answers its next delivery only after`); a slowed real
+        // runtime is working once its model has a request it has not answered yet.
+        let working = match world.slowed_model_baseline {
+            Some(before) => world.mocks()?.model_requests(mock).await? > before,
+            None => world.mocks()?.journal(mock)?.iter().any(|e| {
+                e.target.as_deref() == Some(session.as_str())
+                    && e.outcome == FaultKind::Hang.outcome()
+            }),
+        };
         if working {
             return Ok(());
         }

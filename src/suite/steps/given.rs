@@ -35,7 +35,7 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     // The runtimes first: real ones choose their own ids, which the database must hold.
     let mut mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
         .await
-        .with_context(|| format!("starting the runtimes of fixture `{name}`"))?;
+        .map_err(|e| anyhow!("starting the runtimes of fixture `{name}`: {e}"))?;
     {
         let mut conn = pool.acquire().await.context("acquiring a connection")?;
         seed_fixture(&mut conn, &mocks.fixture_for_database(fixture))

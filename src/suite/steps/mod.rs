@@ -8,6 +8,7 @@
 mod bad_input;
 mod db_faults;
 mod delivery;
+mod end_to_end;
 mod given;
 mod invariants;
 mod lifecycle;

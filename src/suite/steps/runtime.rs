@@ -346,7 +346,7 @@ async fn codex_release(world: &mut RewindWorld, version: String) -> anyhow::Resu
 }
 
 /// Attaches the implementation again, to the mock runtimes' current endpoints.
-async fn reattach(world: &mut RewindWorld) -> anyhow::Result<()> {
+pub(super) async fn reattach(world: &mut RewindWorld) -> anyhow::Result<()> {
     let endpoints = world.mocks()?.endpoints();
     let holds_restore = world.holds_restore;
     let ctx = context()?;
