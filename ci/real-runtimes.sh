@@ -6,12 +6,17 @@
 #   ci/real-runtimes.sh [extra arguments for the test binary, e.g. a test name filter]
 #
 # Step 1 installs the releases from the npm registry (needs Node.js, npm and the network the
-# first time only) into the cache: $REWIND_REAL_RUNTIMES_DIR, else <cargo target dir>/real-runtimes.
-# An installed release is reused; a CI cache should keep that directory (about 1.8 GB).
+# first time only) into the cache: $REWIND_REAL_RUNTIMES_DIR, else
+# ~/.cache/rewind-conformance/real-runtimes. An installed release is reused; a CI cache should
+# keep that directory (about 1.8 GB).
 # Step 2 runs `cargo test --features real-runtimes --test real_runtimes`, which needs no network.
+# Step 3 runs the real-runtime scenarios of the suite on the pinned releases (`run --runtimes
+# real`) through the reference implementation: the release gate (end-to-end.feature) and every
+# runtime recovery scenario in process, and the release gate again over the driver protocol
+# against the reference server. REWIND_REAL_FEATURES overrides the in-process selection.
 # The wall time of each step and of the whole run is printed at the end.
 #
-# Exit status: that of the failing step (0 when both passed).
+# Exit status: that of the failing step (0 when all passed).
 set -euo pipefail
 
 case "${1:-}" in
@@ -36,7 +41,27 @@ install_end=$(date +%s)
 say "step 2: running the tier"
 status=0
 cargo test --features real-runtimes --test real_runtimes -- "$@" || status=$?
+tier_end=$(date +%s)
+
+say "step 3: the real-runtime scenarios through the reference, in process and over HTTP"
+cargo build -q --bin rewind-conformance -p rewind-conformance
+cargo build -q --bin rewind-reference-server -p rewind-reference
+harness=target/debug/rewind-conformance
+mkdir -p target/ci
+features=${REWIND_REAL_FEATURES:-features/end-to-end.feature features/runtime-recovery.feature}
+for feature in $features; do
+    say "  in process: $feature"
+    "$harness" run --runtimes real --suite . --features "$feature" -c 4 \
+        --json "target/ci/real-$(basename "$feature" .feature).json" \
+        >"target/ci/real-$(basename "$feature" .feature).log" 2>&1 || {
+        tail -60 "target/ci/real-$(basename "$feature" .feature).log"; status=1; }
+    tail -1 "target/ci/real-$(basename "$feature" .feature).log"
+done
+say "  over HTTP: features/end-to-end.feature against the reference server"
+ci/run-against-server.sh real-runtimes-http --runtimes real --suite . \
+    --features features/end-to-end.feature -c 4 -- \
+    target/debug/rewind-reference-server --listen 127.0.0.1:0 || status=1
 end=$(date +%s)
 
-say "install step: $((install_end - install_start)) s; tests: $((end - install_end)) s; wall time: $((end - start)) s"
+say "install step: $((install_end - install_start)) s; tier: $((tier_end - install_end)) s; scenarios: $((end - tier_end)) s; wall time: $((end - start)) s"
 exit "$status"

@@ -1196,15 +1196,17 @@ impl MockRuntimes {
             .map_err(io(format!("writing {}", path.display())))
     }
 
-    /// The release `runtime`'s mock imitates in this scenario.
+    /// The release `runtime`'s mock imitates in this scenario (`0.171.0`), or the real release it
+    /// runs (`0.171.0 (real)`).
     pub fn release(&self, runtime: MockRuntime) -> String {
         if let Some(real) = &self.real {
             let programs = real.programs();
-            return match runtime {
-                MockRuntime::Codex => programs.codex.0.version.to_string(),
-                MockRuntime::Claude => programs.claude.0.version.to_string(),
-                MockRuntime::OpenCode => programs.opencode.0.version.to_string(),
+            let version = match runtime {
+                MockRuntime::Codex => &programs.codex.0.version,
+                MockRuntime::Claude => &programs.claude.0.version,
+                MockRuntime::OpenCode => &programs.opencode.0.version,
             };
+            return format!("{version} (real)");
         }
         match runtime {
             MockRuntime::Codex => self

@@ -23,6 +23,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ),
     ("scrub", include_str!("suite/steps/scrub.rs")),
     ("delivery", include_str!("suite/steps/delivery.rs")),
+    ("end_to_end", include_str!("suite/steps/end_to_end.rs")),
     ("runtime", include_str!("suite/steps/runtime.rs")),
     ("realtime", include_str!("suite/steps/realtime.rs")),
     ("race", include_str!("suite/steps/race.rs")),

@@ -100,6 +100,32 @@ fn rule_filters_and_bad_shards_are_checked_before_anything_starts() {
             "holds no scenario",
         ),
         (vec!["run", "--list", "--durations", "x.json"], "--shard"),
+        (
+            vec!["run", "--list", "--runtime-release", "claude=2.1.197"],
+            "add `--runtimes real`",
+        ),
+        (
+            vec![
+                "run",
+                "--list",
+                "--runtimes",
+                "real",
+                "--runtime-release",
+                "gemini=1.0",
+            ],
+            "`gemini` is not a runtime",
+        ),
+        (
+            vec![
+                "run",
+                "--list",
+                "--runtimes",
+                "real",
+                "--runtime-release",
+                "codex",
+            ],
+            "expected `latest` or RUNTIME=VERSION",
+        ),
     ] {
         let out = harness(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -383,6 +383,22 @@ pub(super) fn postgres_choice(args: &RunArgs) -> anyhow::Result<PostgresChoice> 
     }
 }
 
+/// Checks the real-runtime options before anything starts: every `--runtime-release` names a
+/// runtime and a version, and asks for real runtimes (usage errors, exit 2). The profile's
+/// `realRuntimes` is read later; the command line alone must say `--runtimes real` here.
+pub(super) fn check_runtime_releases(args: &RunArgs) -> anyhow::Result<()> {
+    for value in &args.runtime_releases {
+        rewind_conformance::real::install::Release::parse_override(value)
+            .map_err(|e| usage(e.to_string()))?;
+    }
+    if !args.runtime_releases.is_empty() && args.runtimes != RuntimeKind::Real {
+        return Err(usage(
+            "`--runtime-release` chooses the releases of real runtimes: add `--runtimes real`",
+        ));
+    }
+    Ok(())
+}
+
 /// The run's filters, parsed.
 pub(super) struct Filters {
     pub(super) tags: Option<cucumber::gherkin::tagexpr::TagOperation>,

@@ -161,6 +161,7 @@ fn install_signal_handlers(choice: &PostgresChoice) {
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     // Usage first (exit 2), then the input files (exit 3), all before PostgreSQL starts.
     let choice = postgres_choice(&args)?;
+    super::args::check_runtime_releases(&args)?;
     install_signal_handlers(&choice);
     let filters = parse_filters(&args)?;
     check_output_paths(&args)?;
@@ -521,8 +522,6 @@ pub(crate) async fn run_on_server(
         let real = real_programs(&args.runtime_releases).await?;
         eprintln!("real runtimes: {}", real.describe());
         programs = programs.with_real(real);
-    } else if !args.runtime_releases.is_empty() {
-        anyhow::bail!("--runtime-release chooses real releases: it needs --runtimes real");
     }
     let unsupported = catalog
         .get("err.agent-unsupported")

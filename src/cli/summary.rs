@@ -156,8 +156,8 @@ pub(super) fn print_summary(
     }
     if !stats.compat.is_empty() {
         println!(
-            "  runtime compatibility (what each imitated release answered the implementation, \
-             planted faults left out; - = no such call):"
+            "  runtime compatibility (what each release, imitated or real, answered the \
+             implementation, planted faults left out; - = no such call):"
         );
         for line in stats.compat.markdown().lines() {
             println!("    {line}");

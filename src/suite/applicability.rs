@@ -961,4 +961,80 @@ scopes:
             set(&[])
         );
     }
+
+    /// A step of `text`, as the parser makes it.
+    fn given(text: &str) -> Step {
+        Step {
+            keyword: "Given ".to_owned(),
+            ty: StepType::Given,
+            value: text.to_owned(),
+            docstring: None,
+            table: None,
+            span: cucumber::gherkin::Span { start: 0, end: 0 },
+            position: cucumber::gherkin::LineCol { line: 1, col: 1 },
+        }
+    }
+
+    #[test]
+    fn on_real_runtimes_only_what_a_proxy_cannot_do_is_left_out_with_the_reason() {
+        let mock = Applicability::new(
+            CapabilityProfile::everything(),
+            Arc::new(BTreeMap::new()),
+            "unsupported".to_owned(),
+        );
+        let real = Applicability::new(
+            CapabilityProfile::everything(),
+            Arc::new(BTreeMap::new()),
+            "unsupported".to_owned(),
+        )
+        .with_real_runtimes(
+            [
+                ("codex", "0.171.0"),
+                ("claude", "2.1.332"),
+                ("opencode", "1.18.34"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect(),
+        );
+        let why = |a: &Applicability, text: &str| {
+            let step = given(text);
+            a.real_unavailable(&[&step])
+        };
+        for served in [
+            r#"the codex runtime answers the restore of agent "cody" with "error""#,
+            r#"the claude runtime answers the restore of agent "clio" with "hang""#,
+            r#"the codex runtime answers the restore of agent "cody" with "crash""#,
+            r#"the codex runtime is release "0.171.0""#,
+            r#"agent "ode" fails its next delivery with "error""#,
+        ] {
+            assert_eq!(why(&real, served), None, "{served}");
+        }
+        for (left_out, reason) in [
+            (
+                r#"the codex runtime answers the restore of agent "cody" with "busy""#,
+                "only the runtime itself",
+            ),
+            (
+                r#"the opencode runtime answers the restore of agent "ode" with "unknown session""#,
+                "only the runtime itself",
+            ),
+            (
+                r#"the opencode runtime answers the restore of agent "ode" with "crash""#,
+                "crashes the OpenCode server",
+            ),
+            (
+                r#"the codex runtime is release "0.155.1""#,
+                "--runtime-release codex=0.155.1",
+            ),
+            (
+                r#"agent "clio" fails its next delivery with "success-without-effect""#,
+                "delivery fault",
+            ),
+        ] {
+            let got = why(&real, left_out).unwrap_or_default();
+            assert!(got.contains(reason), "{left_out}: {got:?}");
+            assert_eq!(why(&mock, left_out), None, "the mocks serve {left_out}");
+        }
+    }
 }
