@@ -199,8 +199,27 @@ impl RealScenario {
         if opencode {
             scenario.start_opencode(false).await?;
         }
-        for seed in sessions {
-            scenario.seed(seed).await?;
+        // The three runtimes at once, each one's sessions one after another: the runtimes wait
+        // on processes and on the fake models far more than they compute, but two processes of
+        // one runtime starting on one home at the same moment can race on its state (Codex
+        // 0.155 exits at `initialize` when another app-server is creating the same home).
+        let by_runtime = |runtime: &'static str| {
+            let scenario = &scenario;
+            async move {
+                let mut done = Vec::new();
+                for seed in sessions.iter().filter(|s| s.runtime == runtime) {
+                    done.push((seed, scenario.seed(seed).await));
+                }
+                done
+            }
+        };
+        let (codex, claude, opencode) = tokio::join!(
+            by_runtime("codex"),
+            by_runtime("claude"),
+            by_runtime("opencode")
+        );
+        for (seed, result) in codex.into_iter().chain(claude).chain(opencode) {
+            scenario.record(seed, result?)?;
         }
         Ok(scenario)
     }
@@ -249,8 +268,8 @@ impl RealScenario {
         self.opencode.as_ref().and_then(|(s, _)| s.pid())
     }
 
-    async fn seed(&mut self, seed: &SessionSeed) -> Result<(), RealError> {
-        let seeded = match seed.runtime {
+    async fn seed(&self, seed: &SessionSeed) -> Result<super::SeededSession, RealError> {
+        Ok(match seed.runtime {
             "codex" => {
                 let version = self.programs.codex.0.version.clone();
                 super::codex::seed_thread(&self.codex, &version, &seed.turns).await?
@@ -264,7 +283,15 @@ impl RealScenario {
                 })?;
                 super::opencode::seed_session(server, &seed.turns).await?
             }
-        };
+        })
+    }
+
+    /// Records the ids a seeded session got.
+    fn record(
+        &mut self,
+        seed: &SessionSeed,
+        seeded: super::SeededSession,
+    ) -> Result<(), RealError> {
         if seeded.ids.len() != seed.ids.len() {
             return Err(RealError::runtime(
                 seed.runtime,
