@@ -314,6 +314,62 @@ struct OpenCodeMessage {
     message: String,
 }
 
+/// A fixture's `runtime_sessions` as seeding reads them: each agent's runtime, the texts of the
+/// messages the sessions name, and errors that name the fixture and the agent.
+struct FixtureSessions<'f> {
+    fixture: &'f Fixture,
+    content: BTreeMap<&'f str, &'f str>,
+}
+
+impl<'f> FixtureSessions<'f> {
+    fn of(fixture: &'f Fixture) -> Self {
+        FixtureSessions {
+            fixture,
+            content: fixture
+                .scopes
+                .iter()
+                .flat_map(|s| s.messages.iter())
+                .map(|m| (m.id.as_str(), m.content.as_str()))
+                .collect(),
+        }
+    }
+
+    fn bad(&self, agent: &str, detail: String) -> MockError {
+        MockError::Session {
+            fixture: self.fixture.path.display().to_string(),
+            agent: agent.to_owned(),
+            detail,
+        }
+    }
+
+    /// The runtime family serving `agent`'s session.
+    fn runtime(&self, agent: &str) -> Result<MockRuntime, MockError> {
+        let found = self
+            .fixture
+            .agents
+            .iter()
+            .find(|a| a.id == agent)
+            .ok_or_else(|| self.bad(agent, "no such agent".to_owned()))?;
+        MockRuntime::for_runtime(&found.runtime).ok_or_else(|| {
+            self.bad(
+                agent,
+                format!(
+                    "agent runtime `{}` has no runtime here (codex, claude, opencode, builtin)",
+                    found.runtime
+                ),
+            )
+        })
+    }
+
+    /// The text of `message`, which `agent`'s session names.
+    fn text(&self, agent: &str, message: &str) -> Result<String, MockError> {
+        self.content
+            .get(message)
+            .map(|text| (*text).to_owned())
+            .ok_or_else(|| self.bad(agent, format!("message `{message}` is not in the fixture")))
+    }
+}
+
 /// The mock runtimes of one scenario. Dropping it kills its OpenCode server and removes its
 /// directories.
 #[derive(Debug)]
@@ -474,37 +530,12 @@ impl MockRuntimes {
     /// The fixture's runtime sessions as the real runtimes seed them: turns of a user input and
     /// the answer to it. Records each agent's session and entry ids as the fixture names them.
     fn real_seeds(&mut self, fixture: &Fixture) -> Result<Vec<SessionSeed>, MockError> {
-        let content: BTreeMap<&str, &str> = fixture
-            .scopes
-            .iter()
-            .flat_map(|s| s.messages.iter())
-            .map(|m| (m.id.as_str(), m.content.as_str()))
-            .collect();
-        let fixture_name = fixture.path.display().to_string();
+        let sessions = FixtureSessions::of(fixture);
         let mut seeds = Vec::new();
         for (agent_id, state) in &fixture.runtime_sessions {
-            let bad = |detail: String| MockError::Session {
-                fixture: fixture_name.clone(),
-                agent: agent_id.clone(),
-                detail,
-            };
-            let agent = fixture
-                .agents
-                .iter()
-                .find(|a| &a.id == agent_id)
-                .ok_or_else(|| bad("no such agent".to_owned()))?;
-            let runtime = MockRuntime::for_runtime(&agent.runtime).ok_or_else(|| {
-                bad(format!(
-                    "agent runtime `{}` has no real runtime (codex, claude, opencode, builtin)",
-                    agent.runtime
-                ))
-            })?;
-            let text = |message: &str| -> Result<String, MockError> {
-                content
-                    .get(message)
-                    .map(|text| (*text).to_owned())
-                    .ok_or_else(|| bad(format!("message `{message}` is not in the fixture")))
-            };
+            let runtime = sessions.runtime(agent_id)?;
+            let bad = |detail: String| sessions.bad(agent_id, detail);
+            let text = |message: &str| sessions.text(agent_id, message);
             // Claude and OpenCode sessions list user and assistant entries: each user entry
             // opens a turn, the assistant entry after it answers it.
             let pair = |entries: Vec<(String, Role, String)>| -> Result<Vec<SeedTurn>, MockError> {
@@ -718,37 +749,12 @@ impl MockRuntimes {
     }
 
     fn seed(&mut self, fixture: &Fixture) -> Result<(), MockError> {
-        let content: BTreeMap<&str, &str> = fixture
-            .scopes
-            .iter()
-            .flat_map(|s| s.messages.iter())
-            .map(|m| (m.id.as_str(), m.content.as_str()))
-            .collect();
-        let fixture_name = fixture.path.display().to_string();
+        let sessions = FixtureSessions::of(fixture);
         let mut opencode_sessions = Vec::new();
         for (agent_id, state) in &fixture.runtime_sessions {
-            let bad = |detail: String| MockError::Session {
-                fixture: fixture_name.clone(),
-                agent: agent_id.clone(),
-                detail,
-            };
-            let agent = fixture
-                .agents
-                .iter()
-                .find(|a| &a.id == agent_id)
-                .ok_or_else(|| bad("no such agent".to_owned()))?;
-            let runtime = MockRuntime::for_runtime(&agent.runtime).ok_or_else(|| {
-                bad(format!(
-                    "agent runtime `{}` has no mock (codex, claude, opencode, builtin)",
-                    agent.runtime
-                ))
-            })?;
-            let text = |message: &str| -> Result<String, MockError> {
-                content
-                    .get(message)
-                    .map(|text| (*text).to_owned())
-                    .ok_or_else(|| bad(format!("message `{message}` is not in the fixture")))
-            };
+            let runtime = sessions.runtime(agent_id)?;
+            let bad = |detail: String| sessions.bad(agent_id, detail);
+            let text = |message: &str| sessions.text(agent_id, message);
             match runtime {
                 MockRuntime::Codex => {
                     let session: CodexSession = serde_json::from_value(state.clone())

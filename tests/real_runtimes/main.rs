@@ -12,7 +12,7 @@
 //!   runtimes (and against the mocks, for contrast).
 //!
 //! Environment: `REWIND_REAL_RUNTIMES_DIR` overrides the runtime cache (default
-//! `<target dir>/real-runtimes`); `REWIND_REAL_DUMP=1` prints the Claude transcripts of the
+//! `~/.cache/rewind-conformance/real-runtimes`, shared with `run --runtimes real`); `REWIND_REAL_DUMP=1` prints the Claude transcripts of the
 //! differential test. Only the install needs the network (the npm registry); the runtimes run
 //! with HOME, XDG and their config directories in temp directories and are configured to
 //! reach nothing but the fake models on loopback (nothing isolates them from the network).
@@ -59,20 +59,5 @@ pub fn tempdir(prefix: &str) -> tempfile::TempDir {
 
 /// HOME and the XDG directories inside `root`, plus `extra`.
 pub fn isolated_env(root: &Path, extra: &[(&str, &Path)]) -> Vec<(String, String)> {
-    let mut env = Vec::new();
-    for (key, sub) in [
-        ("HOME", "home"),
-        ("XDG_CONFIG_HOME", "xdg/config"),
-        ("XDG_DATA_HOME", "xdg/data"),
-        ("XDG_STATE_HOME", "xdg/state"),
-        ("XDG_CACHE_HOME", "xdg/cache"),
-    ] {
-        let dir = root.join(sub);
-        std::fs::create_dir_all(&dir).expect("env dir");
-        env.push((key.to_owned(), dir.display().to_string()));
-    }
-    for (key, path) in extra {
-        env.push(((*key).to_owned(), path.display().to_string()));
-    }
-    env
+    rewind_conformance::real::isolated_env(root, extra).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -57,7 +57,11 @@ impl OpenCodeEnv {
     async fn start(program: PathBuf, root: tempfile::TempDir, model_url: &str) -> OpenCodeEnv {
         let cwd = root.path().join("work");
         std::fs::create_dir_all(&cwd).expect("work dir");
-        std::fs::write(cwd.join("opencode.json"), config(model_url)).expect("opencode.json");
+        std::fs::write(
+            cwd.join("opencode.json"),
+            rewind_conformance::real::opencode::config(model_url, false),
+        )
+        .expect("opencode.json");
         let mut env = isolated_env(root.path(), &[]);
         for (k, v) in [
             ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
@@ -182,26 +186,6 @@ impl OpenCodeEnv {
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
-}
-
-fn config(model_url: &str) -> String {
-    json!({
-        "$schema": "https://opencode.ai/config.json",
-        "snapshot": false,
-        "autoupdate": false,
-        "share": "disabled",
-        "model": "fake/fake-model",
-        "small_model": "fake/fake-model",
-        "provider": {
-            "fake": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Fake",
-                "options": {"baseURL": model_url, "apiKey": "fake"},
-                "models": {"fake-model": {"name": "Fake model"}}
-            }
-        }
-    })
-    .to_string()
 }
 
 /// A message id for the next prompt of a session whose messages are `existing`.

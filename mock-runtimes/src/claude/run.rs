@@ -59,14 +59,7 @@ pub(crate) fn call_of(args: &[String]) -> (&'static str, &'static str, Option<St
     match args::parse(args) {
         Ok(opts) => {
             let mode = Mode::of(&opts);
-            let target = match mode {
-                Mode::Version | Mode::Help => None,
-                _ => opts
-                    .resume_id()
-                    .map(|r| session_of_resume_value(r).to_owned())
-                    .or_else(|| opts.session_id.clone()),
-            };
-            (mode.call(), mode.fault_call(), target)
+            (mode.call(), mode.fault_call(), target_of(mode, &opts))
         }
         Err(_) => ("claude", "new", None),
     }
@@ -135,6 +128,17 @@ pub(crate) fn witness_before(
         id.clone(),
         json!({"sessionId": id, "fresh": leaf.is_none(), "leafUuid": leaf, "chain": chain}),
     ))
+}
+
+/// The session a run in `mode` addresses: the one it resumes, else the one it creates by id.
+fn target_of(mode: Mode, opts: &Options) -> Option<String> {
+    match mode {
+        Mode::Version | Mode::Help => None,
+        _ => opts
+            .resume_id()
+            .map(|r| session_of_resume_value(r).to_owned())
+            .or_else(|| opts.session_id.clone()),
+    }
 }
 
 /// What the run does to a session.
@@ -244,13 +248,7 @@ impl Run {
             .session_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let target = match mode {
-            Mode::Version | Mode::Help => None,
-            _ => opts
-                .resume_id()
-                .map(|r| session_of_resume_value(r).to_owned())
-                .or_else(|| opts.session_id.clone()),
-        };
+        let target = target_of(mode, &opts);
         let no_writes = opts.no_persistence;
         Run {
             config_dir,
