@@ -680,20 +680,33 @@ impl MockRuntimes {
         }
     }
 
+    /// Restarts the real OpenCode server (snapshots on or off) on the same data, keeping the
+    /// record of the processes an interrupted run must stop.
+    async fn restart_real_opencode(&mut self, snapshot: bool) -> Result<(), MockError> {
+        let Some(real) = self.real.as_mut() else {
+            return Ok(());
+        };
+        let old = real.opencode_pid();
+        real.start_opencode(snapshot)
+            .await
+            .map_err(|e| MockError::Real(e.to_string()))?;
+        let new = real.opencode_pid();
+        live(|l| {
+            l.pids.retain(|p| Some(*p) != old);
+            l.pids.extend(new);
+        });
+        if let Some(pid) = new {
+            crate::leftovers::record_process(self.root.path(), pid)
+                .map_err(io("recording the real opencode server"))?;
+        }
+        Ok(())
+    }
+
     /// Restarts the OpenCode server on the same data: every session it held is loaded again
     /// from disk by a new process (a detached session).
     pub async fn restart_opencode(&mut self) -> Result<(), MockError> {
-        if let Some(real) = self.real.as_mut() {
-            let old = real.opencode_pid();
-            real.start_opencode(false)
-                .await
-                .map_err(|e| MockError::Real(e.to_string()))?;
-            let new = real.opencode_pid();
-            live(|l| {
-                l.pids.retain(|p| Some(*p) != old);
-                l.pids.extend(new);
-            });
-            return Ok(());
+        if self.real.is_some() {
+            return self.restart_real_opencode(false).await;
         }
         self.start_opencode().await
     }
@@ -899,17 +912,8 @@ impl MockRuntimes {
     /// Restarts the OpenCode server with snapshots on: the configuration AgentTeam must not
     /// restore through, since a revert would then also roll back files.
     pub async fn use_opencode_with_snapshots(&mut self) -> Result<(), MockError> {
-        if let Some(real) = self.real.as_mut() {
-            let old = real.opencode_pid();
-            real.start_opencode(true)
-                .await
-                .map_err(|e| MockError::Real(e.to_string()))?;
-            let new = real.opencode_pid();
-            live(|l| {
-                l.pids.retain(|p| Some(*p) != old);
-                l.pids.extend(new);
-            });
-            return Ok(());
+        if self.real.is_some() {
+            return self.restart_real_opencode(true).await;
         }
         self.write_opencode_config(false)?;
         self.start_opencode().await
