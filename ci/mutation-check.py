@@ -15,7 +15,7 @@ A mutation whose expression starts with `fuzz` is checked against the generated 
 `fuzz` command (the options that follow) instead of the Gherkin suite. One whose expression
 starts with `real ` is checked with the rest of the expression on real runtime releases
 (`run --runtimes real`; the releases are installed from the npm registry into the cache once):
-a breakage only a real runtime exposes.
+a breakage the release gate, which only real runtimes serve, must catch.
 
 Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
 """
