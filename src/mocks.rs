@@ -996,16 +996,16 @@ impl MockRuntimes {
 
     /// Reads `agent_id`'s session back from its mock's state; `None` when the agent has no
     /// seeded session or the runtime no longer has it.
-    pub fn view(&self, agent_id: &str) -> Result<Option<SessionView>, MockError> {
+    pub async fn view(&self, agent_id: &str) -> Result<Option<SessionView>, MockError> {
         let Some((runtime, id)) = self.session_of(agent_id) else {
             return Ok(None);
         };
-        self.view_session(runtime, id)
+        self.view_session(runtime, id).await
     }
 
     /// Reads session `id` of `runtime` back from its mock's state (a session made during the
     /// scenario as well as a seeded one); `None` when the runtime does not have it.
-    pub fn view_session(
+    pub async fn view_session(
         &self,
         runtime: MockRuntime,
         id: &str,
@@ -1013,7 +1013,7 @@ impl MockRuntimes {
         let home = self.home(runtime);
         let action = || format!("reading {} session {id}", runtime.program());
         if let Some(real) = &self.real {
-            return self.view_real(real, runtime, id);
+            return self.view_real(real, runtime, id).await;
         }
         Ok(match runtime {
             MockRuntime::Codex => {
@@ -1119,7 +1119,7 @@ impl MockRuntimes {
     }
 
     /// [`MockRuntimes::view_session`] on the real runtimes: ids translated both ways.
-    fn view_real(
+    async fn view_real(
         &self,
         real: &RealScenario,
         runtime: MockRuntime,
@@ -1130,12 +1130,10 @@ impl MockRuntimes {
             ids.iter().map(|i| real.to_fixture_text(i)).collect()
         };
         let failed = |e: crate::real::RealError| MockError::Real(e.to_string());
-        // The steps read state synchronously; the real read-backs are calls.
-        fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
-        }
         Ok(match runtime {
-            MockRuntime::Codex => block(real.codex_turns(&real_id))
+            MockRuntime::Codex => real
+                .codex_turns(&real_id)
+                .await
                 .map_err(failed)?
                 .map(|ids| SessionView {
                     ids: back(ids),
@@ -1156,7 +1154,8 @@ impl MockRuntimes {
                     })
             }
             MockRuntime::OpenCode => {
-                block(real.opencode_session(&real_id))
+                real.opencode_session(&real_id)
+                    .await
                     .map_err(failed)?
                     .map(|(ids, reverted)| SessionView {
                         ids: back(ids),

@@ -77,10 +77,15 @@ impl ClaudeHome {
             .spawn()
             .map_err(super::io(format!("starting {}", self.program.display())))?;
         if let Some(mut input) = child.stdin.take() {
-            for line in stdin {
-                // A CLI that exits before reading its input fails below, with its own words.
-                let _ = input.write_all(format!("{line}\n").as_bytes()).await;
-            }
+            // A CLI that exits before reading its input fails below, with its own words; one
+            // that never reads it is cut off with the run's time limit.
+            let _ = tokio::time::timeout(RUN_TIMEOUT, async {
+                for line in stdin {
+                    input.write_all(format!("{line}\n").as_bytes()).await?;
+                }
+                std::io::Result::Ok(())
+            })
+            .await;
         }
         let out = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
             .await

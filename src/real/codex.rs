@@ -91,14 +91,13 @@ impl AppServer {
             .ok_or_else(|| transport("stdin is closed"))?;
         let mut line = message.to_string();
         line.push('\n');
-        stdin
-            .write_all(line.as_bytes())
-            .await
-            .map_err(super::io("writing to the app-server"))?;
-        stdin
-            .flush()
-            .await
-            .map_err(super::io("writing to the app-server"))
+        let written = tokio::time::timeout(CALL_TIMEOUT, async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.flush().await
+        })
+        .await
+        .map_err(|_| transport("the app-server read nothing of its stdin in time"))?;
+        written.map_err(super::io("writing to the app-server"))
     }
 
     async fn next_message(&mut self) -> Result<Value, RealError> {

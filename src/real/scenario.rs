@@ -102,6 +102,30 @@ pub struct RealScenario {
     _models: [FakeModel; 3],
 }
 
+/// How long starting one fake model may take.
+const START_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long seeding one session may take (its turns one after another, each a real turn).
+const SEED_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// How long one read-back of a runtime's state may take.
+const READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// `work`, or an error naming `what` when it takes longer than `limit`: no wait on a real
+/// runtime is unbounded.
+async fn bounded<T>(
+    limit: std::time::Duration,
+    what: &str,
+    work: impl std::future::Future<Output = Result<T, RealError>>,
+) -> Result<T, RealError> {
+    tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+        Err(RealError::Runtime {
+            runtime: "harness",
+            detail: format!("{what} did not finish within {} s", limit.as_secs()),
+        })
+    })
+}
+
 /// Which fake model a runtime talks to.
 fn model_index(runtime: &str) -> usize {
     match runtime {
@@ -137,9 +161,20 @@ impl RealScenario {
         opencode: bool,
         witness: Option<String>,
     ) -> Result<RealScenario, RealError> {
-        let responses = FakeModel::start(Api::Responses).await;
-        let messages = FakeModel::start(Api::Messages).await;
-        let chat = FakeModel::start(Api::ChatCompletions).await;
+        let responses = bounded(START_LIMIT, "starting the fake Responses API", async {
+            Ok(FakeModel::start(Api::Responses).await)
+        })
+        .await?;
+        let messages = bounded(START_LIMIT, "starting the fake Messages API", async {
+            Ok(FakeModel::start(Api::Messages).await)
+        })
+        .await?;
+        let chat = bounded(
+            START_LIMIT,
+            "starting the fake Chat Completions API",
+            async { Ok(FakeModel::start(Api::ChatCompletions).await) },
+        )
+        .await?;
         for seed in sessions {
             let model = match seed.runtime {
                 "codex" => &responses,
@@ -208,7 +243,12 @@ impl RealScenario {
             async move {
                 let mut done = Vec::new();
                 for seed in sessions.iter().filter(|s| s.runtime == runtime) {
-                    done.push((seed, scenario.seed(seed).await));
+                    let what = format!(
+                        "seeding the {runtime} session of agent `{}` ({} turns)",
+                        seed.agent,
+                        seed.turns.len()
+                    );
+                    done.push((seed, bounded(SEED_LIMIT, &what, scenario.seed(seed)).await));
                 }
                 done
             }
@@ -390,7 +430,13 @@ impl RealScenario {
 
     /// The turn ids of codex thread `thread` (a real id), read back through the real runtime.
     pub async fn codex_turns(&self, thread: &str) -> Result<Option<Vec<String>>, RealError> {
-        super::codex::turn_ids(&self.codex, thread).await
+        let what = format!("reading codex thread {thread} back");
+        bounded(
+            READ_LIMIT,
+            &what,
+            super::codex::turn_ids(&self.codex, thread),
+        )
+        .await
     }
 
     /// The messages of OpenCode session `session` (a real id) and its pending revert.
@@ -399,7 +445,10 @@ impl RealScenario {
         session: &str,
     ) -> Result<Option<(Vec<String>, Option<String>)>, RealError> {
         match &self.opencode {
-            Some((server, _)) => super::opencode::view(server, session).await,
+            Some((server, _)) => {
+                let what = format!("reading opencode session {session} back");
+                bounded(READ_LIMIT, &what, super::opencode::view(server, session)).await
+            }
             None => Ok(None),
         }
     }

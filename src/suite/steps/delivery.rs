@@ -505,7 +505,10 @@ async fn failed_point(world: &mut RewindWorld, name: String, agent: String) -> a
         "claude" => {
             // The live leaf may be the last message or an entry a release writes after it (a
             // 2.1.332 `prompt_snapshot`): either continues from the same conversation.
-            let view = world.mocks()?.view_session(MockRuntime::Claude, &session)?;
+            let view = world
+                .mocks()?
+                .view_session(MockRuntime::Claude, &session)
+                .await?;
             let leaf = view
                 .as_ref()
                 .filter(|v| v.ids == noted)
@@ -931,12 +934,16 @@ async fn as_before_delivery(
         );
         return Ok(());
     }
-    let view = world.mocks()?.view_session(mock, &target)?.ok_or_else(|| {
-        anyhow!(
-            "the {} runtime no longer has session `{target}`",
-            mock.program()
-        )
-    })?;
+    let view = world
+        .mocks()?
+        .view_session(mock, &target)
+        .await?
+        .ok_or_else(|| {
+            anyhow!(
+                "the {} runtime no longer has session `{target}`",
+                mock.program()
+            )
+        })?;
     let expected = before_ids(&witness)?;
     if mock == MockRuntime::Claude {
         // The boundary may take effect only with the next prompt (register
@@ -1060,7 +1067,8 @@ async fn note_state(world: &mut RewindWorld, agent: String) -> anyhow::Result<()
     let (mock, session) = agent_session_now(world, &agent, "").await?;
     let view = world
         .mocks()?
-        .view_session(mock, &session)?
+        .view_session(mock, &session)
+        .await?
         .ok_or_else(|| anyhow!("the {} runtime has no session `{session}`", mock.program()))?;
     world.noted.insert(agent, (session, effective(&view)));
     Ok(())
@@ -1077,7 +1085,8 @@ async fn as_noted(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> 
         .ok_or_else(|| anyhow!("the runtime state of agent `{agent}` was not noted"))?;
     let view = world
         .mocks()?
-        .view_session(mock, &session)?
+        .view_session(mock, &session)
+        .await?
         .ok_or_else(|| anyhow!("the {} runtime has no session `{session}`", mock.program()))?;
     similar_asserts::assert_eq!(
         now: effective(&view),

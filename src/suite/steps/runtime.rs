@@ -533,9 +533,10 @@ async fn failed_or_unknown(world: &mut RewindWorld) -> anyhow::Result<()> {
     world.take_reading("restore-outcome-unknown", reading)
 }
 
-fn expect_view(mocks: &MockRuntimes, agent: &str) -> anyhow::Result<SessionView> {
+async fn expect_view(mocks: &MockRuntimes, agent: &str) -> anyhow::Result<SessionView> {
     mocks
-        .view(agent)?
+        .view(agent)
+        .await?
         .ok_or_else(|| anyhow!("the runtime no longer has the session of agent `{agent}`"))
 }
 
@@ -558,7 +559,7 @@ async fn restored_to_point(
         .seeded_ids(&agent)
         .ok_or_else(|| anyhow!("agent `{agent}` has no seeded session"))?
         .to_vec();
-    let view = expect_view(mocks, &agent)?;
+    let view = expect_view(mocks, &agent).await?;
     let restore_at = journal
         .iter()
         .position(|e| is_restore_call(mock, session, e) && e.outcome == "ok");
@@ -702,7 +703,7 @@ pub(super) fn claude_restore_reading(
 /// The codex thread's turns now.
 #[then(regex = r#"^the codex thread of agent "([^"]+)" has (?:turns "([^"]*)"|no turns)$"#)]
 async fn codex_turns(world: &mut RewindWorld, agent: String, turns: String) -> anyhow::Result<()> {
-    let view = expect_view(world.mocks()?, &agent)?;
+    let view = expect_view(world.mocks()?, &agent).await?;
     let want = id_list(&turns);
     ensure!(
         view.ids == want,
@@ -716,7 +717,7 @@ async fn codex_turns(world: &mut RewindWorld, agent: String, turns: String) -> a
 #[then(regex = r#"^the (codex|claude|opencode) session of agent "([^"]+)" is as seeded$"#)]
 async fn as_seeded(world: &mut RewindWorld, _mock: String, agent: String) -> anyhow::Result<()> {
     let mocks = world.mocks()?;
-    let view = expect_view(mocks, &agent)?;
+    let view = expect_view(mocks, &agent).await?;
     let seeded = mocks.seeded_ids(&agent).unwrap_or_default();
     ensure!(
         view.ids == seeded && view.reverted_at.is_none(),
