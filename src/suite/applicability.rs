@@ -95,6 +95,34 @@ const MOCK_ONLY_STEPS: &[(&str, &str)] = &[
 /// model): not applicable on the mocks.
 pub const REAL_ONLY_TAG: &str = "real-runtimes";
 
+/// Whether a fixture's runtime session holds a turn without its answer: a codex turn without
+/// `output_message`, or a claude or OpenCode user entry not followed by an assistant one.
+fn holds_unanswered_turn(session: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    if let Some(turns) = session.get("turns").and_then(Value::as_array) {
+        return turns
+            .iter()
+            .any(|t| t.get("output_message").is_none_or(Value::is_null));
+    }
+    let entries = session
+        .get("transcript")
+        .or_else(|| session.get("messages"))
+        .and_then(Value::as_array);
+    let roles: Vec<&str> = entries
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            e.get("type")
+                .or_else(|| e.get("role"))
+                .and_then(Value::as_str)
+        })
+        .collect();
+    roles
+        .iter()
+        .enumerate()
+        .any(|(i, r)| *r == "user" && roles.get(i + 1) != Some(&"assistant"))
+}
+
 /// What `--runtimes real` does to scenarios: the releases of the run, and the steps no real
 /// runtime serves.
 struct RealRuntimes {
@@ -169,6 +197,21 @@ impl Applicability {
     /// Why a scenario cannot run on the run's real runtimes, if it cannot.
     fn real_unavailable(&self, steps: &[&Step]) -> Option<String> {
         let real = self.real.as_ref()?;
+        let unanswered = steps.iter().find_map(|s| {
+            let name = self.conversation.captures(&s.value)?[1].to_owned();
+            let fixture = self.fixtures.get(&name)?;
+            fixture
+                .runtime_sessions
+                .iter()
+                .find(|(_, session)| holds_unanswered_turn(session))
+                .map(|(agent, _)| (name, agent.clone()))
+        });
+        if let Some((fixture, agent)) = unanswered {
+            return Some(format!(
+                "real runtimes: fixture `{fixture}` seeds a turn of agent `{agent}` that the \
+                 agent has not answered, and a real runtime answers every turn it is given"
+            ));
+        }
         steps.iter().find_map(|step| {
             if let Some(c) = real.codex_release.captures(&step.value) {
                 let run = real
@@ -1036,5 +1079,24 @@ scopes:
             assert!(got.contains(reason), "{left_out}: {got:?}");
             assert_eq!(why(&mock, left_out), None, "the mocks serve {left_out}");
         }
+        assert!(holds_unanswered_turn(&serde_json::json!({"turns": [
+            {"id": "t1", "input_message": "a", "output_message": "b"},
+            {"id": "t2", "input_message": "c"}]})));
+        assert!(!holds_unanswered_turn(&serde_json::json!({"transcript": [
+            {"uuid": "u", "type": "user", "message": "a"},
+            {"uuid": "v", "type": "assistant", "message": "b"}]})));
+        assert!(holds_unanswered_turn(&serde_json::json!({"messages": [
+            {"id": "m", "role": "user", "message": "a"}]})));
+        let shipped = shipped();
+        let unanswered: Vec<&String> = shipped
+            .iter()
+            .filter(|(_, f)| f.runtime_sessions.values().any(holds_unanswered_turn))
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            unanswered,
+            ["reply-thread-middle"],
+            "the shipped fixtures with one"
+        );
     }
 }
