@@ -77,6 +77,23 @@ impl Server {
         env: &[(String, String)],
         cwd: &Path,
     ) -> Result<Server, RealError> {
+        // A server that ends before it listens (seen once under load, several starting at once)
+        // is started again, twice at most; the last failure is reported with its stderr.
+        let mut last = None;
+        for _ in 0..3 {
+            match Server::start_once(program, env, cwd).await {
+                Ok(server) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| failure("the server did not start")))
+    }
+
+    async fn start_once(
+        program: &Path,
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> Result<Server, RealError> {
         // `serve --port 0` listens on 4096: a free port is chosen here.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -96,7 +113,7 @@ impl Server {
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(super::io(format!("starting {}", program.display())))?;
@@ -104,6 +121,28 @@ impl Server {
             .stdout
             .take()
             .ok_or_else(|| failure("the server has no stdout"))?;
+        // Its stderr is kept (the end of it) to say why a start failed, and drained after.
+        let errors: std::sync::Arc<std::sync::Mutex<String>> = std::sync::Arc::default();
+        if let Some(stderr) = child.stderr.take() {
+            let kept = std::sync::Arc::clone(&errors);
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut text = kept.lock().unwrap_or_else(|p| p.into_inner());
+                    if text.len() < 4000 {
+                        text.push_str(&line);
+                        text.push('\n');
+                    }
+                }
+            });
+        }
+        let said = || {
+            let text = errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            match text.trim() {
+                "" => String::new(),
+                t => format!("; it said: {t}"),
+            }
+        };
         let mut lines = BufReader::new(stdout).lines();
         let listening = tokio::time::timeout(START_TIMEOUT, async {
             while let Ok(Some(line)) = lines.next_line().await {
@@ -116,8 +155,20 @@ impl Server {
         .await;
         let base_url = match listening {
             Ok(Some(url)) => url.trim_end_matches('/').to_owned(),
-            Ok(None) => return Err(failure("the server closed stdout before listening")),
-            Err(_) => return Err(failure("the server printed no listening line in time")),
+            Ok(None) => {
+                // Give stderr a moment to be read.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                return Err(failure(format!(
+                    "the server closed stdout before listening{}",
+                    said()
+                )));
+            }
+            Err(_) => {
+                return Err(failure(format!(
+                    "the server printed no listening line in time{}",
+                    said()
+                )))
+            }
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
