@@ -713,33 +713,33 @@ impl MockRuntimes {
 
     /// The processes of this scenario's `runtime` (codex or claude, the programs handed to the
     /// implementation, mock or proxy and real alike) alive now: every process whose environment
-    /// names this scenario's home of that runtime.
-    pub fn runtime_processes(&self, runtime: MockRuntime) -> Vec<u32> {
+    /// names this scenario's home of that runtime, here and, when the real runtimes run on a
+    /// second host, there (as `host:PID`).
+    pub async fn runtime_processes(&self, runtime: MockRuntime) -> Result<Vec<String>, MockError> {
         let (key, home) = match runtime {
             MockRuntime::Codex => ("CODEX_HOME", self.home(runtime)),
             MockRuntime::Claude => ("CLAUDE_CONFIG_DIR", self.home(runtime)),
             MockRuntime::OpenCode => ("XDG_DATA_HOME", self.opencode_data_home()),
         };
-        let wanted = format!("{key}={}", home.display()).into_bytes();
-        let mut pids = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(environ) = std::fs::read(entry.path().join("environ")) {
-                if environ
-                    .split(|b| *b == 0)
-                    .any(|var| var == wanted.as_slice())
-                {
-                    pids.push(pid);
-                }
-            }
+        let wanted = format!("{key}={}", home.display());
+        let failed = |e: crate::real::RealError| MockError::Real(e.to_string());
+        let mut pids: Vec<String> = crate::real::host::RuntimeHost::Local
+            .processes_with(&wanted)
+            .await
+            .map_err(failed)?
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect();
+        if let Some(real) = self.real.as_ref().filter(|r| r.programs().host.is_remote()) {
+            pids.extend(
+                real.processes_with(&wanted)
+                    .await
+                    .map_err(failed)?
+                    .into_iter()
+                    .map(|p| format!("host:{p}")),
+            );
         }
-        pids
+        Ok(pids)
     }
 
     /// Whether the scenario runs on real runtimes.
@@ -1141,13 +1141,10 @@ impl MockRuntimes {
                     leaf: None,
                 }),
             MockRuntime::Claude => {
-                let home = real.claude_home();
-                let action = || format!("reading claude session {id}");
-                let leaf = claude::live_leaf(&home.config_dir, &home.cwd, &real_id)
-                    .map_err(io(action()))?;
-                claude::live_chain(&home.config_dir, &home.cwd, &real_id)
-                    .map_err(io(action()))?
-                    .map(|chain| SessionView {
+                real.claude_session(&real_id)
+                    .await
+                    .map_err(failed)?
+                    .map(|(chain, leaf)| SessionView {
                         ids: back(chain.into_iter().map(|e| e.uuid).collect()),
                         reverted_at: None,
                         leaf: leaf.map(|l| real.to_fixture_text(&l)),

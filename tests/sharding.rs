@@ -126,6 +126,21 @@ fn rule_filters_and_bad_shards_are_checked_before_anything_starts() {
             ],
             "expected `latest` or RUNTIME=VERSION",
         ),
+        (
+            vec!["run", "--list", "--runtime-host", "docker:box"],
+            "`--runtime-host` says where real runtimes run: add `--runtimes real`",
+        ),
+        (
+            vec![
+                "run",
+                "--list",
+                "--runtimes",
+                "real",
+                "--runtime-host",
+                "ssh:box",
+            ],
+            "`ssh:box` is not a runtime host",
+        ),
     ] {
         let out = harness(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

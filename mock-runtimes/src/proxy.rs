@@ -87,10 +87,132 @@ fn home_var(var: &str) -> Option<PathBuf> {
     std::env::var_os(var).map(PathBuf::from)
 }
 
+/// The variable holding the command (a JSON array, e.g. `["docker", "exec", "-i", "box"]`) that
+/// runs the real program on a second host; unset, it runs here.
+pub const EXEC_ENV: &str = "REWIND_REAL_EXEC";
+
+/// The variable naming (comma-separated) the variables of the proxy's environment the real
+/// program gets on a second host; it gets nothing else (and [`HOST_PATH`]).
+pub const EXEC_VARS_ENV: &str = "REWIND_REAL_ENV";
+
+/// The `PATH` of a program on a second host.
+pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What precedes a program on a second host so that it runs there with exactly `env` (and
+/// [`HOST_PATH`]) in `cwd`. A `cwd` the host does not have (the directory an implementation
+/// happens to run in on its own machine) falls back to the `HOME` of `env`, else `/`.
+pub fn remote_env(env: &[(String, String)], cwd: &Path) -> Vec<String> {
+    let fallback = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "/".to_owned());
+    let mut argv = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        r#"cd "$1" 2>/dev/null || cd "$2" || exit 125; shift 2; exec "$@""#.to_owned(),
+        "sh".to_owned(),
+        cwd.display().to_string(),
+        fallback,
+        "env".to_owned(),
+        "-i".to_owned(),
+        format!("PATH={HOST_PATH}"),
+    ];
+    argv.extend(
+        env.iter()
+            .filter(|(k, _)| k != "PATH")
+            .map(|(k, v)| format!("{k}={v}")),
+    );
+    argv
+}
+
+/// The command that runs a program on the second host, when the proxy's real program is there.
+fn exec_prefix() -> Option<Vec<String>> {
+    let value = std::env::var(EXEC_ENV).ok()?;
+    serde_json::from_str::<Vec<String>>(&value)
+        .ok()
+        .filter(|p| !p.is_empty())
+}
+
+/// `real args` as a command: here, or on the second host with the variables [`EXEC_VARS_ENV`]
+/// names and this directory.
+fn real_command(real: &Path, args: &[String]) -> Command {
+    match exec_prefix() {
+        None => {
+            let mut command = Command::new(real);
+            command.args(args).env_remove(PROXY_TARGET_ENV);
+            command
+        }
+        Some(prefix) => {
+            let keys = std::env::var(EXEC_VARS_ENV).unwrap_or_default();
+            let env: Vec<(String, String)> = keys
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+                .collect();
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let mut command = Command::new(&prefix[0]);
+            command
+                .args(&prefix[1..])
+                .args(remote_env(&env, &cwd))
+                .arg(real)
+                .args(args);
+            command
+        }
+    }
+}
+
+/// A copy, in a new local directory, of `dir/projects` on the second host (the claude
+/// transcripts), for reading; `None` when the real program runs here.
+struct Mirror(PathBuf);
+
+impl Mirror {
+    fn of(dir: &Path) -> Option<std::io::Result<Mirror>> {
+        let prefix = exec_prefix()?;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let local = std::env::temp_dir().join(format!(
+            "rewind-proxy-mirror-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        Some((|| {
+            std::fs::create_dir_all(&local)?;
+            let mirror = Mirror(local.clone());
+            let script = "test -d \"$1/projects\" || exit 0; tar -C \"$1\" -cf - projects";
+            let copy = Command::new(&prefix[0])
+                .args(&prefix[1..])
+                .args(["sh", "-c", script, "sh"])
+                .arg(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?;
+            let status = Command::new("tar")
+                .arg("-C")
+                .arg(&local)
+                .arg("-xf")
+                .arg("-")
+                .stdin(
+                    copy.stdout
+                        .ok_or_else(|| std::io::Error::other("no stdout"))?,
+                )
+                .stderr(Stdio::null())
+                .status()?;
+            // An empty stream (no transcripts yet) is not an archive: nothing to read.
+            let _ = status;
+            Ok(mirror)
+        })())
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn spawn(real: &Path, args: &[String], stderr: Stdio) -> std::io::Result<std::process::Child> {
-    Command::new(real)
-        .args(args)
-        .env_remove(PROXY_TARGET_ENV)
+    real_command(real, args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -489,9 +611,16 @@ fn claude(real: &Path, args: &[String]) -> ExitCode {
                 if let (Some(url), Some("user")) =
                     (&url, message.get("type").and_then(Value::as_str))
                 {
-                    // Announced before the CLI sees the prompt, with the session as it is now.
-                    let (target, before) = crate::claude::witness_before(&home, &cwd, &args)
+                    // Announced before the CLI sees the prompt, with the session as it is now
+                    // (on a second host, a copy of its transcripts).
+                    let mirror = Mirror::of(&home);
+                    let read_in = match &mirror {
+                        Some(Ok(m)) => m.0.clone(),
+                        _ => home.clone(),
+                    };
+                    let (target, before) = crate::claude::witness_before(&read_in, &cwd, &args)
                         .unwrap_or_else(|| (String::new(), Value::Null));
+                    drop(mirror);
                     let request = WitnessRequest {
                         runtime: "claude".to_owned(),
                         target,

@@ -277,3 +277,53 @@ fn the_claude_proxy_journals_the_run_and_announces_the_prompt_with_the_boundary_
     assert_eq!(run.witness, Some(support::FIRST_WITNESS));
     assert_eq!(run.request["stdin"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn a_codex_proxy_runs_its_program_on_a_second_host_with_exactly_the_listed_variables() {
+    // A stand-in for `docker exec -i NAME`: records what it was asked to run, then runs it here.
+    let home = tempfile::tempdir().expect("temp dir");
+    seed_thread(home.path());
+    let record = home.path().join("host-argv");
+    let prefix = json!([
+        "sh",
+        "-c",
+        "printf '%s\\n' \"$@\" > \"$0\"; exec \"$@\"",
+        record.display().to_string(),
+    ]);
+    let mut requests = initialize().to_vec();
+    requests.push(json!({"id": 2, "method": "thread/resume", "params": {"threadId": THREAD}}));
+    let (seen, _) = codex_session(
+        home.path(),
+        &[
+            (rewind_mock_runtimes::proxy::EXEC_ENV, &prefix.to_string()),
+            (rewind_mock_runtimes::proxy::EXEC_VARS_ENV, "CODEX_HOME"),
+            ("REWIND_LEFT_BEHIND", "1"),
+        ],
+        &requests,
+    );
+    let resumed = seen.last().expect("an answer");
+    assert_eq!(
+        resumed["result"]["thread"]["id"],
+        json!(THREAD),
+        "{resumed}"
+    );
+    let argv = std::fs::read_to_string(&record).expect("the host was asked");
+    let argv: Vec<&str> = argv.lines().collect();
+    let env_at = argv.iter().position(|a| *a == "env").expect("env -i");
+    assert_eq!(
+        argv[env_at..],
+        [
+            "env",
+            "-i",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+            &format!("CODEX_HOME={}", home.path().display()),
+            CODEX,
+            "app-server",
+        ],
+        "{argv:?}"
+    );
+    assert!(
+        !argv.iter().any(|a| a.contains("REWIND_LEFT_BEHIND")),
+        "{argv:?}"
+    );
+}

@@ -303,6 +303,17 @@ pub(crate) struct RunArgs {
     /// release the npm registry offers today. Repeatable.
     #[arg(long = "runtime-release", value_name = "RUNTIME=VERSION|latest")]
     pub(super) runtime_releases: Vec<String>,
+    /// Under `--runtimes real`, where the runtimes run: `local` (this machine), or
+    /// `docker:NAME`, a running container used as a second host (its own network and
+    /// filesystem, reached through `docker exec` and over its network; `ci/runtime-host.sh
+    /// start` makes one holding the installed releases).
+    #[arg(
+        long = "runtime-host",
+        env = "REWIND_RUNTIME_HOST",
+        value_name = "local|docker:NAME",
+        default_value = "local"
+    )]
+    pub(super) runtime_host: String,
     /// Keep every scenario database after the run, for debugging, and print their names and how
     /// to connect (the embedded PostgreSQL or the container is left running).
     #[arg(long)]
@@ -394,6 +405,13 @@ pub(super) fn check_runtime_releases(args: &RunArgs) -> anyhow::Result<()> {
     if !args.runtime_releases.is_empty() && args.runtimes != RuntimeKind::Real {
         return Err(usage(
             "`--runtime-release` chooses the releases of real runtimes: add `--runtimes real`",
+        ));
+    }
+    let host = rewind_conformance::real::host::RuntimeHost::parse(&args.runtime_host)
+        .map_err(|e| usage(format!("--runtime-host: {e}")))?;
+    if host.is_some() && args.runtimes != RuntimeKind::Real {
+        return Err(usage(
+            "`--runtime-host` says where real runtimes run: add `--runtimes real`",
         ));
     }
     Ok(())

@@ -519,7 +519,14 @@ pub(crate) async fn run_on_server(
     let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
     let mut programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
     if args.runtimes == super::args::RuntimeKind::Real || profile.real_runtimes {
-        let real = real_programs(&args.runtime_releases).await?;
+        let host = rewind_conformance::real::host::RuntimeHost::connect(&args.runtime_host)
+            .await
+            .context("reaching the runtime host")?;
+        let real = real_programs(&args.runtime_releases)
+            .await?
+            .on_host(host)
+            .await
+            .context("checking the runtime host")?;
         eprintln!("real runtimes: {}", real.describe());
         programs = programs.with_real(real);
     }
@@ -538,6 +545,9 @@ pub(crate) async fn run_on_server(
             .into_iter()
             .collect(),
         );
+        if real.host.is_remote() {
+            applicability = applicability.on_runtime_host(real.host.describe());
+        }
     }
     let applicability = Arc::new(applicability);
     let context_programs_real = programs.real().is_some();

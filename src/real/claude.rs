@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
-use tokio::process::Command;
 
 use super::{RealError, SeedTurn, SeededSession};
 
@@ -46,6 +45,8 @@ pub struct ClaudeHome {
     pub cwd: PathBuf,
     /// `CLAUDE_CONFIG_DIR`.
     pub config_dir: PathBuf,
+    /// Where it runs.
+    pub host: super::host::RuntimeHost,
 }
 
 /// One stream-json user message.
@@ -64,12 +65,10 @@ impl ClaudeHome {
             "--verbose".to_owned(),
         ];
         all.extend(args.iter().cloned());
-        let mut child = Command::new(&self.program)
-            .args(&all)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&self.cwd)
+        let argv: Vec<&str> = all.iter().map(String::as_str).collect();
+        let mut child = self
+            .host
+            .command(&self.program, &argv, &self.env, &self.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -108,6 +107,29 @@ impl ClaudeHome {
     }
 }
 
+impl ClaudeHome {
+    /// The live conversation of `session_id` (oldest first) and its live leaf, read from the
+    /// transcript where the CLI runs; `None` when there is no transcript.
+    pub async fn live_state(
+        &self,
+        session_id: &str,
+    ) -> Result<
+        Option<(
+            Vec<rewind_mock_runtimes::claude::ChainEntry>,
+            Option<String>,
+        )>,
+        RealError,
+    > {
+        let path =
+            rewind_mock_runtimes::claude::transcript_path(&self.config_dir, &self.cwd, session_id);
+        Ok(self
+            .host
+            .read_file(&path)
+            .await?
+            .map(|text| rewind_mock_runtimes::claude::live_state_of(&text)))
+    }
+}
+
 /// Runs `turns` as a new session `session_id` (`--session-id`, then `--resume` for every later
 /// turn), the fake model answering each with its scripted output. Returns the uuids of the
 /// live chain's entries, a user and an assistant one per turn, in order.
@@ -124,8 +146,10 @@ pub async fn seed_session(
         };
         home.run(&[flag], &[user_line(&turn.input)]).await?;
     }
-    let chain = rewind_mock_runtimes::claude::live_chain(&home.config_dir, &home.cwd, session_id)
-        .map_err(super::io(format!("reading claude session {session_id}")))?
+    let chain = home
+        .live_state(session_id)
+        .await?
+        .map(|(chain, _)| chain)
         .unwrap_or_default();
     let roles: Vec<&str> = chain.iter().map(|e| e.role.as_str()).collect();
     let expected: Vec<&str> = turns.iter().flat_map(|_| ["user", "assistant"]).collect();

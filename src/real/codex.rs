@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::{RealError, SeedTurn, SeededSession};
 
@@ -52,18 +52,24 @@ fn transport(detail: impl Into<String>) -> RealError {
 }
 
 impl AppServer {
-    /// Starts `program app-server` with exactly `env` (and `PATH`) in `cwd`.
+    /// Starts `program app-server` with exactly `env` (and `PATH`) in `cwd`, on this machine.
     pub async fn spawn(
         program: &Path,
         env: &[(String, String)],
         cwd: &Path,
     ) -> Result<AppServer, RealError> {
-        let mut child = Command::new(program)
-            .arg("app-server")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
+        AppServer::spawn_on(&super::host::RuntimeHost::Local, program, env, cwd).await
+    }
+
+    /// [`AppServer::spawn`] on `host`.
+    pub async fn spawn_on(
+        host: &super::host::RuntimeHost,
+        program: &Path,
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> Result<AppServer, RealError> {
+        let mut child = host
+            .command(program, &["app-server"], env, cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -272,6 +278,8 @@ pub struct CodexHome {
     pub env: Vec<(String, String)>,
     /// The working directory.
     pub cwd: PathBuf,
+    /// Where it runs.
+    pub host: super::host::RuntimeHost,
 }
 
 fn failed(what: &str, answer: &Result<Value, Value>) -> RealError {
@@ -292,7 +300,7 @@ pub async fn seed_thread(
         rewind_mock_runtimes::codex::HistoryMode::Legacy => json!({"historyMode": "legacy"}),
         rewind_mock_runtimes::codex::HistoryMode::Paginated => json!({}),
     };
-    let mut server = AppServer::spawn(&home.program, &home.env, &home.cwd).await?;
+    let mut server = AppServer::spawn_on(&home.host, &home.program, &home.env, &home.cwd).await?;
     let init = server.handshake().await;
     if init.is_err() {
         server.shutdown().await;
@@ -344,7 +352,7 @@ pub async fn seed_thread(
 /// (paged), else `thread/read {includeTurns: true}` (a legacy thread), else `thread/resume`;
 /// then the process exits. `None` when the runtime does not know the thread.
 pub async fn turn_ids(home: &CodexHome, thread: &str) -> Result<Option<Vec<String>>, RealError> {
-    let mut server = AppServer::spawn(&home.program, &home.env, &home.cwd).await?;
+    let mut server = AppServer::spawn_on(&home.host, &home.program, &home.env, &home.cwd).await?;
     let init = server.handshake().await;
     if init.is_err() {
         server.shutdown().await;

@@ -65,9 +65,17 @@ pub struct Turn {
 }
 
 impl FakeModel {
-    /// Starts a dedicated server speaking `api`.
+    /// Starts a dedicated server speaking `api` on loopback.
     pub async fn start(api: Api) -> FakeModel {
-        let server = MockServer::builder().start().await;
+        FakeModel::start_on(api, std::net::IpAddr::from([127, 0, 0, 1]))
+            .await
+            .expect("a fake model API on loopback")
+    }
+
+    /// Starts a dedicated server speaking `api` on `address` (any free port).
+    pub async fn start_on(api: Api, address: std::net::IpAddr) -> std::io::Result<FakeModel> {
+        let listener = std::net::TcpListener::bind((address, 0))?;
+        let server = MockServer::builder().listener(listener).start().await;
         let delay_ms = Arc::new(AtomicU64::new(0));
         let error_status = Arc::new(AtomicU16::new(0));
         let script: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
@@ -88,13 +96,13 @@ impl FakeModel {
             })
             .mount(&server)
             .await;
-        FakeModel {
+        Ok(FakeModel {
             server,
             api,
             delay_ms,
             error_status,
             script,
-        }
+        })
     }
 
     /// Answers a prompt that is exactly `input` (its newest user text, trimmed) with `answer`

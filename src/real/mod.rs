@@ -14,6 +14,7 @@
 pub mod claude;
 pub mod codex;
 pub mod fake_model;
+pub mod host;
 pub mod install;
 pub mod opencode;
 pub mod scenario;

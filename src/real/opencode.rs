@@ -16,7 +16,7 @@ use rewind_mock_runtimes::journal::{Journal, JournalEntry};
 use rewind_mock_runtimes::witness::WitnessRequest;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::{RealError, SeedTurn, SeededSession};
 
@@ -61,6 +61,9 @@ pub const QUIET_ENV: [(&str, &str); 5] = [
 #[derive(Debug)]
 pub struct Server {
     child: Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    /// Whether it runs on a second host.
+    remote: bool,
     base_url: String,
     http: reqwest::Client,
 }
@@ -77,11 +80,21 @@ impl Server {
         env: &[(String, String)],
         cwd: &Path,
     ) -> Result<Server, RealError> {
+        Server::start_on(&super::host::RuntimeHost::Local, program, env, cwd).await
+    }
+
+    /// [`Server::start`] on `host`: a second host's server listens on the host's address.
+    pub async fn start_on(
+        host: &super::host::RuntimeHost,
+        program: &Path,
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> Result<Server, RealError> {
         // A server that ends before it listens (seen once under load, several starting at once)
         // is started again, twice at most; the last failure is reported with its stderr.
         let mut last = None;
         for _ in 0..3 {
-            match Server::start_once(program, env, cwd).await {
+            match Server::start_once(host, program, env, cwd).await {
                 Ok(server) => return Ok(server),
                 Err(e) => last = Some(e),
             }
@@ -90,6 +103,7 @@ impl Server {
     }
 
     async fn start_once(
+        host: &super::host::RuntimeHost,
         program: &Path,
         env: &[(String, String)],
         cwd: &Path,
@@ -98,25 +112,24 @@ impl Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(super::io("finding a free port"))?
-            .port();
-        let mut child = Command::new(program)
-            .args([
-                "serve",
-                "--port",
-                &port.to_string(),
-                "--hostname",
-                "127.0.0.1",
-            ])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
-            .stdin(Stdio::null())
+            .port()
+            .to_string();
+        let (listen, reach) = host.server_addresses();
+        let mut child = host
+            .server_command(
+                program,
+                &["serve", "--port", &port, "--hostname", &listen],
+                env,
+                cwd,
+            )
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(super::io(format!("starting {}", program.display())))?;
+        // Kept open for as long as the server runs: on a second host, closing it stops the server.
+        let stdin = child.stdin.take();
         let stdout = child
             .stdout
             .take()
@@ -154,7 +167,11 @@ impl Server {
         })
         .await;
         let base_url = match listening {
-            Ok(Some(url)) => url.trim_end_matches('/').to_owned(),
+            Ok(Some(url)) => url.trim_end_matches('/').replacen(
+                &format!("//{listen}:"),
+                &format!("//{reach}:"),
+                1,
+            ),
             Ok(None) => {
                 // Give stderr a moment to be read.
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -178,6 +195,8 @@ impl Server {
             .map_err(|e| failure(format!("an HTTP client: {e}")))?;
         Ok(Server {
             child,
+            stdin,
+            remote: host.is_remote(),
             base_url,
             http,
         })
@@ -217,8 +236,18 @@ impl Server {
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
-    /// Stops the server.
+    /// Stops the server, and waits until it ended.
     pub async fn stop(mut self) {
+        // On a second host, closing its stdin stops it there; here it ends with the kill.
+        if self.remote {
+            drop(self.stdin.take());
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
         let _ = self.child.kill().await;
     }
 }
@@ -578,6 +607,8 @@ pub struct OpenCodeHome {
     pub env: Vec<(String, String)>,
     /// The working directory (holding `opencode.json`).
     pub cwd: PathBuf,
+    /// Where it runs.
+    pub host: super::host::RuntimeHost,
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::claude::ClaudeHome;
 use super::codex::CodexHome;
 use super::fake_model::{Api, FakeModel};
+use super::host::RuntimeHost;
 use super::install::Release;
 use super::opencode::{JournalingProxy, OpenCodeHome, Server};
 use super::{RealError, SeedTurn, PROXY_TARGET_ENV};
@@ -21,6 +22,8 @@ pub struct RealPrograms {
     pub claude: (Release, PathBuf),
     /// OpenCode (also `builtin`).
     pub opencode: (Release, PathBuf),
+    /// Where they run.
+    pub host: RuntimeHost,
 }
 
 impl RealPrograms {
@@ -42,12 +45,40 @@ impl RealPrograms {
             codex: pick("codex")?,
             claude: pick("claude-code")?,
             opencode: pick("opencode")?,
+            host: RuntimeHost::Local,
         })
     }
 
-    /// `codex 0.171.0, claude-code 2.1.332, opencode 1.18.34`.
+    /// The same programs run on `host`, which must hold each of them at the same path.
+    pub async fn on_host(mut self, host: RuntimeHost) -> Result<RealPrograms, RealError> {
+        for (release, program) in [&self.codex, &self.claude, &self.opencode] {
+            if !host.has_program(program).await? {
+                return Err(RealError::runtime(
+                    "runtime host",
+                    format!(
+                        "{} has no {release} at {} (ci/runtime-host.sh start copies the installed \
+                         releases onto a container)",
+                        host.describe(),
+                        program.display()
+                    ),
+                ));
+            }
+        }
+        self.host = host;
+        Ok(self)
+    }
+
+    /// `codex 0.171.0, claude-code 2.1.332, opencode 1.18.34`, and the host when it is a second
+    /// one.
     pub fn describe(&self) -> String {
-        format!("{}, {}, {}", self.codex.0, self.claude.0, self.opencode.0)
+        let on = match &self.host {
+            RuntimeHost::Local => String::new(),
+            host => format!(" on {}", host.describe()),
+        };
+        format!(
+            "{}, {}, {}{on}",
+            self.codex.0, self.claude.0, self.opencode.0
+        )
     }
 }
 
@@ -102,6 +133,14 @@ pub struct RealScenario {
     _models: [FakeModel; 3],
 }
 
+impl Drop for RealScenario {
+    fn drop(&mut self) {
+        // The server first, so that nothing writes while its state is removed.
+        drop(self.opencode.take());
+        self.programs.host.forget_dir(&self.layout.root);
+    }
+}
+
 /// How long starting one fake model may take.
 const START_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -135,8 +174,14 @@ fn model_index(runtime: &str) -> usize {
     }
 }
 
-fn base_env(layout: &Layout) -> Result<Vec<(String, String)>, RealError> {
+async fn base_env(host: &RuntimeHost, layout: &Layout) -> Result<Vec<(String, String)>, RealError> {
     let mut env = Vec::new();
+    let mut dirs = vec![
+        layout.codex_home.clone(),
+        layout.claude_config.clone(),
+        layout.claude_cwd.clone(),
+        layout.opencode_cwd.clone(),
+    ];
     for (key, dir) in [
         ("HOME", layout.root.join("home")),
         ("XDG_CONFIG_HOME", layout.root.join("xdg-config")),
@@ -144,9 +189,11 @@ fn base_env(layout: &Layout) -> Result<Vec<(String, String)>, RealError> {
         ("XDG_STATE_HOME", layout.root.join("xdg-state")),
         ("XDG_CACHE_HOME", layout.root.join("xdg-cache")),
     ] {
-        std::fs::create_dir_all(&dir).map_err(super::io(format!("creating {}", dir.display())))?;
         env.push((key.to_owned(), dir.display().to_string()));
+        dirs.push(dir);
     }
+    let dirs: Vec<&std::path::Path> = dirs.iter().map(PathBuf::as_path).collect();
+    host.make_dirs(&dirs).await?;
     Ok(env)
 }
 
@@ -161,18 +208,28 @@ impl RealScenario {
         opencode: bool,
         witness: Option<String>,
     ) -> Result<RealScenario, RealError> {
+        let host = programs.host.clone();
+        let model_address = host.model_address();
         let responses = bounded(START_LIMIT, "starting the fake Responses API", async {
-            Ok(FakeModel::start(Api::Responses).await)
+            FakeModel::start_on(Api::Responses, model_address)
+                .await
+                .map_err(super::io("starting the fake Responses API"))
         })
         .await?;
         let messages = bounded(START_LIMIT, "starting the fake Messages API", async {
-            Ok(FakeModel::start(Api::Messages).await)
+            FakeModel::start_on(Api::Messages, model_address)
+                .await
+                .map_err(super::io("starting the fake Messages API"))
         })
         .await?;
         let chat = bounded(
             START_LIMIT,
             "starting the fake Chat Completions API",
-            async { Ok(FakeModel::start(Api::ChatCompletions).await) },
+            async {
+                FakeModel::start_on(Api::ChatCompletions, model_address)
+                    .await
+                    .map_err(super::io("starting the fake Chat Completions API"))
+            },
         )
         .await?;
         for seed in sessions {
@@ -185,14 +242,10 @@ impl RealScenario {
                 model.script(&turn.input, turn.output.as_deref().unwrap_or_default());
             }
         }
-        let env = base_env(layout)?;
-        std::fs::create_dir_all(&layout.codex_home).map_err(super::io(format!(
-            "creating {}",
-            layout.codex_home.display()
-        )))?;
+        let env = base_env(&host, layout).await?;
         let config = layout.codex_home.join("config.toml");
-        std::fs::write(&config, super::codex::config(&responses.base_v1()))
-            .map_err(super::io(format!("writing {}", config.display())))?;
+        host.write_file(&config, &super::codex::config(&responses.base_v1()))
+            .await?;
         let codex = CodexHome {
             program: programs.codex.1.clone(),
             env: env
@@ -204,6 +257,7 @@ impl RealScenario {
                 )])
                 .collect(),
             cwd: layout.root.join("home"),
+            host: host.clone(),
         };
         let claude = ClaudeHome {
             program: programs.claude.1.clone(),
@@ -218,6 +272,7 @@ impl RealScenario {
                 .collect(),
             cwd: layout.claude_cwd.clone(),
             config_dir: layout.claude_config.clone(),
+            host: host.clone(),
         };
         let mut scenario = RealScenario {
             programs: programs.clone(),
@@ -271,13 +326,10 @@ impl RealScenario {
             old.stop().await;
         }
         let model_url = self._models[2].base_v1();
-        std::fs::create_dir_all(&layout.opencode_cwd).map_err(super::io(format!(
-            "creating {}",
-            layout.opencode_cwd.display()
-        )))?;
+        let host = self.programs.host.clone();
         let config = layout.opencode_cwd.join("opencode.json");
-        std::fs::write(&config, super::opencode::config(&model_url, snapshot))
-            .map_err(super::io(format!("writing {}", config.display())))?;
+        host.write_file(&config, &super::opencode::config(&model_url, snapshot))
+            .await?;
         let home = OpenCodeHome {
             program: self.programs.opencode.1.clone(),
             env: self
@@ -291,8 +343,9 @@ impl RealScenario {
                 )
                 .collect(),
             cwd: layout.opencode_cwd.clone(),
+            host: host.clone(),
         };
-        let server = Server::start(&home.program, &home.env, &home.cwd).await?;
+        let server = Server::start_on(&host, &home.program, &home.env, &home.cwd).await?;
         let proxy = JournalingProxy::start(
             server.base_url(),
             &layout.xdg_data.join("opencode"),
@@ -406,6 +459,7 @@ impl RealScenario {
     /// plus the proxy's target.
     pub fn codex_env(&self) -> Vec<(String, String)> {
         let mut env = self.codex.env.clone();
+        env.extend(self.programs.host.proxy_env(&self.codex.env));
         env.push((
             PROXY_TARGET_ENV.to_owned(),
             self.programs.codex.1.display().to_string(),
@@ -416,6 +470,7 @@ impl RealScenario {
     /// The environment of `claude` programs handed to the implementation.
     pub fn claude_env(&self) -> Vec<(String, String)> {
         let mut env = self.claude.env.clone();
+        env.extend(self.programs.host.proxy_env(&self.claude.env));
         env.push((
             PROXY_TARGET_ENV.to_owned(),
             self.programs.claude.1.display().to_string(),
@@ -477,8 +532,24 @@ impl RealScenario {
         &self.programs
     }
 
-    /// Where the claude sessions live.
-    pub fn claude_home(&self) -> &ClaudeHome {
-        &self.claude
+    /// The live conversation and the live leaf of claude session `session` (a real id), read
+    /// back where the CLI runs.
+    pub async fn claude_session(
+        &self,
+        session: &str,
+    ) -> Result<
+        Option<(
+            Vec<rewind_mock_runtimes::claude::ChainEntry>,
+            Option<String>,
+        )>,
+        RealError,
+    > {
+        let what = format!("reading claude session {session} back");
+        bounded(READ_LIMIT, &what, self.claude.live_state(session)).await
+    }
+
+    /// The processes on the runtimes' host whose environment holds `variable` (`KEY=VALUE`).
+    pub async fn processes_with(&self, variable: &str) -> Result<Vec<u32>, RealError> {
+        self.programs.host.processes_with(variable).await
     }
 }

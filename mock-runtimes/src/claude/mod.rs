@@ -126,8 +126,8 @@ pub(crate) use run::{call_of, witness_before};
 mod transcript;
 
 pub use transcript::{
-    at_least, live_chain, live_leaf, project_slug, seed_session, transcript_path, version,
-    ChainEntry, SeedEntry, SeedSession, VERSION, VERSIONS,
+    at_least, live_chain, live_leaf, live_state_of, project_slug, seed_session, transcript_path,
+    version, ChainEntry, SeedEntry, SeedSession, VERSION, VERSIONS,
 };
 
 use std::path::PathBuf;

@@ -202,6 +202,13 @@ pub fn live_chain(
     Ok(Transcript::load(&path)?.map(|t| t.live_messages()))
 }
 
+/// [`live_chain`] and [`live_leaf`] of a transcript's text (read from wherever the transcript
+/// lives, e.g. another host): the live conversation, oldest first, and the live leaf.
+pub fn live_state_of(text: &str) -> (Vec<ChainEntry>, Option<String>) {
+    let transcript = Transcript::parse(text);
+    (transcript.live_messages(), transcript.leaf())
+}
+
 /// Fields every chain entry the mock writes shares.
 #[derive(Debug, Clone)]
 pub(crate) struct EntryContext {
@@ -403,12 +410,17 @@ impl Transcript {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        Ok(Some(Transcript::parse(&text)))
+    }
+
+    /// A transcript from its text: every line that is a JSON object.
+    pub fn parse(text: &str) -> Transcript {
         let lines = text
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(Value::is_object)
             .collect();
-        Ok(Some(Transcript { lines }))
+        Transcript { lines }
     }
 
     /// The live leaf: the newest `last-prompt.leafUuid` that names a chain entry, else the

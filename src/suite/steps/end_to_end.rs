@@ -35,7 +35,7 @@ async fn detached(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> 
     );
     let started = std::time::Instant::now();
     loop {
-        let alive = world.mocks()?.runtime_processes(mock);
+        let alive = world.mocks()?.runtime_processes(mock).await?;
         if alive.is_empty() {
             return Ok(());
         }
