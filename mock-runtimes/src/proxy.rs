@@ -162,53 +162,46 @@ fn real_command(real: &Path, args: &[String]) -> Command {
     }
 }
 
-/// A copy, in a new local directory, of `dir/projects` on the second host (the claude
-/// transcripts), for reading; `None` when the real program runs here.
-struct Mirror(PathBuf);
-
-impl Mirror {
-    fn of(dir: &Path) -> Option<std::io::Result<Mirror>> {
-        let prefix = exec_prefix()?;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let local = std::env::temp_dir().join(format!(
-            "rewind-proxy-mirror-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-        ));
-        Some((|| {
-            std::fs::create_dir_all(&local)?;
-            let mirror = Mirror(local.clone());
-            let script = "test -d \"$1/projects\" || exit 0; tar -C \"$1\" -cf - projects";
-            let copy = Command::new(&prefix[0])
-                .args(&prefix[1..])
-                .args(["sh", "-c", script, "sh"])
-                .arg(dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()?;
-            let status = Command::new("tar")
-                .arg("-C")
-                .arg(&local)
-                .arg("-xf")
-                .arg("-")
-                .stdin(
-                    copy.stdout
-                        .ok_or_else(|| std::io::Error::other("no stdout"))?,
-                )
-                .stderr(Stdio::null())
-                .status()?;
-            // An empty stream (no transcripts yet) is not an archive: nothing to read.
-            let _ = status;
-            Ok(mirror)
-        })())
+/// Copies `dir/projects` (the claude transcripts) from the second host that `prefix` runs
+/// programs on into `dir` here, the same path: the transcripts stay readable where the driver
+/// protocol says they are, on the implementation's machine, as the CLI left them after its last
+/// run. Files are only added or replaced (the CLI never removes a transcript).
+pub fn fetch_transcripts(prefix: &[String], dir: &Path) -> std::io::Result<()> {
+    let Some((program, rest)) = prefix.split_first() else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir)?;
+    let script = "test -d \"$1/projects\" || exit 0; tar -C \"$1\" -cf - projects";
+    let mut copy = Command::new(program)
+        .args(rest)
+        .args(["sh", "-c", script, "sh"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let archive = copy
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("the copy has no stdout"))?;
+    let unpacked = Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .args(["-xf", "-"])
+        .stdin(archive)
+        .stderr(Stdio::null())
+        .status()?;
+    let copied = copy.wait_with_output()?;
+    if !copied.status.success() {
+        return Err(std::io::Error::other(format!(
+            "copying {}/projects from the runtime host: {}",
+            dir.display(),
+            String::from_utf8_lossy(&copied.stderr).trim()
+        )));
     }
-}
-
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    // No transcripts yet is an empty stream, which tar refuses: nothing to copy.
+    let _ = unpacked;
+    Ok(())
 }
 
 fn spawn(real: &Path, args: &[String], stderr: Stdio) -> std::io::Result<std::process::Child> {
@@ -612,15 +605,12 @@ fn claude(real: &Path, args: &[String]) -> ExitCode {
                     (&url, message.get("type").and_then(Value::as_str))
                 {
                     // Announced before the CLI sees the prompt, with the session as it is now
-                    // (on a second host, a copy of its transcripts).
-                    let mirror = Mirror::of(&home);
-                    let read_in = match &mirror {
-                        Some(Ok(m)) => m.0.clone(),
-                        _ => home.clone(),
-                    };
-                    let (target, before) = crate::claude::witness_before(&read_in, &cwd, &args)
+                    // (on a second host, as its transcripts are copied here).
+                    if let Some(prefix) = exec_prefix() {
+                        let _ = fetch_transcripts(&prefix, &home);
+                    }
+                    let (target, before) = crate::claude::witness_before(&home, &cwd, &args)
                         .unwrap_or_else(|| (String::new(), Value::Null));
-                    drop(mirror);
                     let request = WitnessRequest {
                         runtime: "claude".to_owned(),
                         target,
@@ -649,6 +639,12 @@ fn claude(real: &Path, args: &[String]) -> ExitCode {
         });
     }
     let status = child.wait();
+    // On a second host, what the run wrote is copied here before the proxy exits.
+    if let Some(prefix) = exec_prefix() {
+        if let Err(e) = fetch_transcripts(&prefix, &home) {
+            eprintln!("claude proxy: {e}");
+        }
+    }
     let _ = relay_out.join();
     let stderr = relay_err.join().unwrap_or_default();
     let cwd = std::env::current_dir().unwrap_or_default();

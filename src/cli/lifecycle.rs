@@ -545,9 +545,6 @@ pub(crate) async fn run_on_server(
             .into_iter()
             .collect(),
         );
-        if real.host.is_remote() {
-            applicability = applicability.on_runtime_host(real.host.describe());
-        }
     }
     let applicability = Arc::new(applicability);
     let context_programs_real = programs.real().is_some();

@@ -316,6 +316,19 @@ impl RealScenario {
         for (seed, result) in codex.into_iter().chain(claude).chain(opencode) {
             scenario.record(seed, result?)?;
         }
+        // On a second host the claude transcripts are copied to the implementation's side, where
+        // the driver protocol says they are; every later run's proxy copies them again.
+        if let Some(prefix) = host.exec_prefix() {
+            let dir = layout.claude_config.clone();
+            tokio::task::spawn_blocking(move || {
+                rewind_mock_runtimes::proxy::fetch_transcripts(&prefix, &dir)
+            })
+            .await
+            .map_err(|e| RealError::runtime("claude", format!("copying the transcripts: {e}")))?
+            .map_err(super::io(
+                "copying the claude transcripts from the runtime host",
+            ))?;
+        }
         Ok(scenario)
     }
 

@@ -130,8 +130,6 @@ struct RealRuntimes {
     releases: BTreeMap<&'static str, String>,
     mock_only: Vec<(Regex, &'static str)>,
     codex_release: Regex,
-    /// The second host the runtimes run on, when they do not run here.
-    remote_host: Option<String>,
 }
 
 /// The profile's effect on scenarios, for one run.
@@ -192,54 +190,8 @@ impl Applicability {
             releases,
             mock_only: MOCK_ONLY_STEPS.iter().map(|(p, r)| (re(p), *r)).collect(),
             codex_release: re(r#"^the codex runtime is release "([^"]+)"$"#),
-            remote_host: None,
         });
         self
-    }
-
-    /// The real runtimes run on the second host `host` (`docker:NAME`): a scenario that reaches
-    /// a claude agent is left out, with the reason.
-    pub fn on_runtime_host(mut self, host: String) -> Self {
-        if let Some(real) = self.real.as_mut() {
-            real.remote_host = Some(host);
-        }
-        self
-    }
-
-    /// Whether `steps` reach a claude agent of their fixture: a step about the agent, or a
-    /// rewind whose suffix reaches it.
-    fn reaches_claude(&self, steps: &[&Step]) -> bool {
-        let Some(fixture) = steps.iter().find_map(|s| {
-            let name = self.conversation.captures(&s.value)?[1].to_owned();
-            self.fixtures.get(&name)
-        }) else {
-            return false;
-        };
-        let claude: BTreeSet<&str> = fixture
-            .agents
-            .iter()
-            .filter(|a| a.runtime == "claude")
-            .map(|a| a.id.as_str())
-            .collect();
-        if claude.is_empty() {
-            return false;
-        }
-        steps.iter().any(|step| {
-            let named = step.value.contains("agent")
-                && step
-                    .value
-                    .split('"')
-                    .skip(1)
-                    .step_by(2)
-                    .flat_map(|quoted| quoted.split(','))
-                    .any(|name| claude.contains(name.trim()));
-            named
-                || self
-                    .plain_rewind(&step.value)
-                    .is_some_and(|(_, scope, target)| {
-                        reached_runtimes(fixture, &target, scope.as_deref()).contains("claude")
-                    })
-        })
     }
 
     /// Why a scenario cannot run on the run's real runtimes, if it cannot.
@@ -259,16 +211,6 @@ impl Applicability {
                 "real runtimes: fixture `{fixture}` seeds a turn of agent `{agent}` that the \
                  agent has not answered, and a real runtime answers every turn it is given"
             ));
-        }
-        if let Some(host) = &real.remote_host {
-            if self.reaches_claude(steps) {
-                return Some(format!(
-                    "real runtimes on a second host ({host}): it reaches a claude agent, and \
-                     Claude Code keeps a session only as transcript files, which the driver \
-                     protocol lets an implementation read under `CLAUDE_CONFIG_DIR` on its own \
-                     machine; run it with `--runtime-host local`"
-                ));
-            }
         }
         steps.iter().find_map(|step| {
             if let Some(c) = real.codex_release.captures(&step.value) {
@@ -1156,47 +1098,5 @@ scopes:
             ["reply-thread-middle"],
             "the shipped fixtures with one"
         );
-    }
-
-    #[test]
-    fn on_a_second_host_a_scenario_reaching_a_claude_agent_is_left_out_with_the_reason() {
-        let releases = || {
-            [
-                ("codex", "0.171.0"),
-                ("claude", "2.1.332"),
-                ("opencode", "1.18.34"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k, v.to_owned()))
-            .collect()
-        };
-        let fixtures = Arc::new(shipped());
-        let new = || {
-            Applicability::new(
-                CapabilityProfile::everything(),
-                Arc::clone(&fixtures),
-                "unsupported".to_owned(),
-            )
-            .with_real_runtimes(releases())
-        };
-        let (here, remote) = (new(), new().on_runtime_host("docker:box".to_owned()));
-        let why = |a: &Applicability, texts: &[&str]| {
-            let steps: Vec<Step> = texts.iter().map(|t| given(t)).collect();
-            let steps: Vec<&Step> = steps.iter().collect();
-            a.real_unavailable(&steps)
-        };
-        let conversation = r#"the conversation "live-agents""#;
-        for agent in ["cody", "ode", "bix"] {
-            let said =
-                format!(r#"human "alice" has said "m1, m2" to agent "{agent}" in scope "s""#);
-            assert_eq!(why(&remote, &[conversation, &said]), None, "{agent}");
-        }
-        let said = r#"human "alice" has said "m1, m2" to agent "clio" in scope "dm-claude""#;
-        let got = why(&remote, &[conversation, said]).unwrap_or_default();
-        assert!(
-            got.contains("docker:box") && got.contains("CLAUDE_CONFIG_DIR"),
-            "{got}"
-        );
-        assert_eq!(why(&here, &[conversation, said]), None, "claude runs here");
     }
 }
