@@ -14,6 +14,10 @@
 # real`) through the reference implementation: the release gate (end-to-end.feature) and every
 # runtime recovery scenario in process, and the release gate again over the driver protocol
 # against the reference server. REWIND_REAL_FEATURES overrides the in-process selection.
+# REWIND_REAL_RELEASES=latest (default: pinned) makes steps 1 and 2 check the newest release of
+# each runtime in place of the newest pinned one, both steps asking the npm registry which it is
+# (the older pinned releases are checked either way; step 3 stays on the pinned ones); a
+# difference from the mock names the release and the call.
 # The wall time of each step and of the whole run is printed at the end.
 #
 # Exit status: that of the failing step (0 when all passed).

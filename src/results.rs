@@ -2,7 +2,9 @@
 //! `schemas/results.schema.json`): its records, one per scenario (its rules, verdict, wall time
 //! in `durationMs`, failure, protocol violations and readings) and one per catalog rule (its
 //! status and scenarios); and [`compare_files`], which proves two runs (e.g. in process and
-//! over HTTP) ended the same way, scenario for scenario. `compare` reads versions 1 and 2.
+//! over HTTP) ended the same way, scenario for scenario, and sets their runtime compatibility
+//! side by side (e.g. the pinned runtime releases and the newest ones). `compare` reads
+//! versions 1 and 2.
 //!
 //! These records are the file's data model: the run's JSON report fills them and writes them.
 
@@ -165,10 +167,101 @@ fn read(path: &Path) -> anyhow::Result<Results> {
     Ok(results)
 }
 
-/// Compares two results files scenario by scenario; prints every difference. True when both
-/// ran the same scenarios with the same verdicts.
-pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
+/// How a `compare` ended.
+#[derive(Debug)]
+pub struct Compared {
+    /// No verdict differs and no runtime step diverges.
+    pub same: bool,
+    /// The compatibility of the two runs side by side, as Markdown (`--compat-matrix`); when
+    /// the files do not both carry compatibility rows, a line that says so.
+    pub compat_markdown: String,
+}
+
+/// Compares two results files: scenario by scenario (unless `compat_only`), printing every
+/// difference, then their compatibility rows side by side when both carry some, printing the
+/// table and every divergence ([`crate::suite::compat::SideBySide`]). `compat_only` needs both
+/// files to carry compatibility rows.
+pub fn compare_files(
+    expected: &Path,
+    actual: &Path,
+    compat_only: bool,
+) -> anyhow::Result<Compared> {
     let (a, b) = (read(expected)?, read(actual)?);
+    let names = (expected.display().to_string(), actual.display().to_string());
+    let lacking: Vec<&str> = [(&names.0, &a), (&names.1, &b)]
+        .into_iter()
+        .filter(|(_, r)| r.compatibility.is_empty())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if compat_only {
+        anyhow::ensure!(
+            lacking.is_empty(),
+            "`compare --compat-only`: {} carr{} no compatibility rows (a run records them when \
+             its scenarios call mock or real runtimes), so there is nothing to compare",
+            lacking
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if lacking.len() == 1 { "ies" } else { "y" }
+        );
+    }
+    let same_scenarios = compat_only || compare_scenarios(&a, &b);
+    if lacking.is_empty() {
+        let side = crate::suite::compat::SideBySide::new(
+            (&names.0, &a.compatibility),
+            (&names.1, &b.compatibility),
+        );
+        let divergences = side.divergences();
+        println!("\n{}", side.table());
+        for d in &divergences {
+            println!("runtime step diverges: {}", side.describe(d));
+        }
+        println!(
+            "compared the compatibility of `{}` with `{}`: {} runtime steps side by side, {}{}",
+            names.0,
+            names.1,
+            side.steps.len(),
+            match divergences.len() {
+                0 => "none diverges".to_owned(),
+                1 => "1 diverges".to_owned(),
+                n => format!("{n} diverge"),
+            },
+            match side.one_sided() {
+                0 => String::new(),
+                n => format!(" ({n} exercised in one run only)"),
+            }
+        );
+        return Ok(Compared {
+            same: same_scenarios && divergences.is_empty(),
+            compat_markdown: side.markdown(),
+        });
+    }
+    let note = if lacking.len() == 2 {
+        format!(
+            "Neither `{}` nor `{}` carries compatibility rows: nothing to set side by side.",
+            names.0, names.1
+        )
+    } else {
+        format!(
+            "`{}` carries no compatibility rows: nothing to set side by side.",
+            lacking[0]
+        )
+    };
+    // Files without compatibility rows compare as they always did; one carrying rows the other
+    // lacks is said, not counted.
+    if lacking.len() == 1 {
+        println!("{note}");
+    }
+    Ok(Compared {
+        same: same_scenarios,
+        compat_markdown: format!("# Runtime compatibility side by side\n\n{note}\n"),
+    })
+}
+
+/// Compares two runs scenario by scenario; prints every difference. True when both ran the
+/// same scenarios with the same verdicts.
+fn compare_scenarios(a: &Results, b: &Results) -> bool {
     let key = |s: &ScenarioResult| (s.feature.clone(), s.line, s.name.clone());
     let left: BTreeMap<_, _> = a.scenarios.iter().map(|s| (key(s), s)).collect();
     let right: BTreeMap<_, _> = b.scenarios.iter().map(|s| (key(s), s)).collect();
@@ -225,7 +318,7 @@ pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
         }
         out
     };
-    let (ta, tb) = (taken(&a), taken(&b));
+    let (ta, tb) = (taken(a), taken(b));
     for ambiguity in ta
         .keys()
         .chain(tb.keys())
@@ -251,15 +344,23 @@ pub fn compare_files(expected: &Path, actual: &Path) -> anyhow::Result<bool> {
         "compared {} scenarios of `{}` ({} passed) with {} of `{}` ({} passed): {}",
         a.scenarios.len(),
         a.sut,
-        passed(&a),
+        passed(a),
         b.scenarios.len(),
         b.sut,
-        passed(&b),
+        passed(b),
         if differences == 0 {
             "every outcome is the same".to_owned()
         } else {
             format!("{differences} differ")
         }
     );
-    Ok(differences == 0)
+    differences == 0
+}
+
+/// Writes `text` to `path`, making its directory first (`compare --compat-matrix`).
+pub fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
 }

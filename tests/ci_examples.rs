@@ -7,8 +7,9 @@
 //!   when none can be had the check says on stderr that it did not run and why, and fails only
 //!   under `CI=true`.
 //! - `gate.sh` with `bash -n`, `sh -n` and shellcheck (when installed).
-//! - Every harness option either example passes to `run` or `smoke` exists in the harness's
-//!   `--help`, so the examples cannot drift from the command line.
+//! - Every harness option either example passes to `run` or `smoke` (and the workflow to
+//!   `compare`) exists in the harness's `--help`, so the examples cannot drift from the command
+//!   line.
 
 #[path = "common/optional_tool.rs"]
 mod optional_tool;
@@ -250,7 +251,11 @@ fn options_used(text: &str, command: &str) -> Vec<String> {
 
 #[test]
 fn the_examples_use_only_options_the_harness_has() {
-    for (file, commands) in [(WORKFLOW, ["run", "smoke"]), (GATE, ["run", "smoke"])] {
+    let examples: [(&str, &[&str]); 2] = [
+        (WORKFLOW, &["run", "smoke", "compare"]),
+        (GATE, &["run", "smoke"]),
+    ];
+    for (file, commands) in examples {
         let text = std::fs::read_to_string(root().join(file)).expect("readable example");
         for command in commands {
             let used = options_used(&text, command);

@@ -28,10 +28,20 @@ pub(super) struct SmokeArgs {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct CompareArgs {
-    /// The first results file (e.g. the in-process run).
+    /// The first results file (e.g. the in-process run, or the run on the pinned runtime
+    /// releases).
     pub(super) expected: PathBuf,
-    /// The second results file (e.g. the same suite over HTTP).
+    /// The second results file (e.g. the same suite over HTTP, or the run on the newest
+    /// releases).
     pub(super) actual: PathBuf,
+    /// Also write the two runs' runtime compatibility side by side, with every divergence, as
+    /// Markdown to FILE (when a file carries no compatibility rows, a line that says so).
+    #[arg(long, value_name = "FILE")]
+    pub(super) compat_matrix: Option<PathBuf>,
+    /// Compare only the runtime compatibility: scenario verdicts are not compared, and exit 1
+    /// means a runtime step diverges. Both files must carry compatibility rows.
+    #[arg(long)]
+    pub(super) compat_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -133,9 +133,23 @@ pub fn main() -> ExitCode {
             .resolve()
             .and_then(|()| coverage::coverage(&args))
             .map(passed_if),
-        Command::Compare(args) => {
-            crate::results::compare_files(&args.expected, &args.actual).map(passed_if)
-        }
+        Command::Compare(args) => crate::results::compare_files(
+            &args.expected,
+            &args.actual,
+            args.compat_only,
+        )
+        .and_then(|compared| {
+            if let Some(path) = &args.compat_matrix {
+                crate::results::write_report(path, &compared.compat_markdown).map_err(|e| {
+                    usage(format!(
+                        "`--compat-matrix {}` cannot be written: {e}; choose a \
+                                     writable path",
+                        path.display()
+                    ))
+                })?;
+            }
+            Ok(passed_if(compared.same))
+        }),
         Command::Suite(args) => suite(&args),
         Command::Steps => crate::step_reference::markdown()
             .map_err(anyhow::Error::msg)

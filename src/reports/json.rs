@@ -209,14 +209,14 @@ mod tests {
             .to_string(),
         )
         .expect("written");
-        assert!(compare_files(&v1, &v2).expect("both read"));
-        assert!(compare_files(&v2, &v2).expect("both read"));
+        assert!(compare_files(&v1, &v2, false).expect("both read").same);
+        assert!(compare_files(&v2, &v2, false).expect("both read").same);
         let v3 = dir.path().join("v3.json");
         std::fs::write(&v3, text.replace("\"version\": 2", "\"version\": 3")).expect("written");
-        let err = compare_files(&v1, &v3).expect_err("version 3 is unknown");
+        let err = compare_files(&v1, &v3, false).expect_err("version 3 is unknown");
         assert!(err.to_string().contains("version 3"), "{err}");
         let missing = dir.path().join("missing.json");
-        let err = compare_files(&missing, &v2).expect_err("no such file");
+        let err = compare_files(&missing, &v2, false).expect_err("no such file");
         assert!(err.to_string().contains("missing.json"), "{err}");
     }
 }

@@ -279,6 +279,252 @@ impl CompatMatrix {
     }
 }
 
+impl Cell {
+    /// What the cell says whatever the number of calls: whether the runtime took any call of
+    /// the step, and the errors it refused them with.
+    fn outcome(&self) -> (bool, BTreeSet<&str>) {
+        (
+            self.works > 0,
+            self.refused.keys().map(String::as_str).collect(),
+        )
+    }
+
+    /// [`Cell::outcome`] in words: `works`, `refused: <error>`, or both.
+    fn outcome_text(&self) -> String {
+        let mut parts = Vec::new();
+        if self.works > 0 {
+            parts.push("works".to_owned());
+        }
+        for error in self.refused.keys() {
+            parts.push(format!("refused: {error}"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// How one runtime step compares between two runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// Both runs exercised it with the same outcome (call counts may differ).
+    Same,
+    /// It works in one run and not in the other, or is refused with another error.
+    Diverges,
+    /// Only the first run exercised it.
+    OnlyFirst,
+    /// Only the second run exercised it.
+    OnlySecond,
+}
+
+/// One runtime step of two runs: each run's release and cell, when that run exercised it.
+#[derive(Debug, Clone)]
+pub struct PairedStep {
+    /// The runtime.
+    pub runtime: String,
+    /// The step.
+    pub step: Step,
+    /// The first run's release and cell.
+    pub first: Option<(String, Cell)>,
+    /// The second run's release and cell.
+    pub second: Option<(String, Cell)>,
+}
+
+impl PairedStep {
+    /// Whether the two runs agree on this step.
+    pub fn agreement(&self) -> Agreement {
+        match (&self.first, &self.second) {
+            (Some((_, a)), Some((_, b))) if a.outcome() == b.outcome() => Agreement::Same,
+            (Some(_), Some(_)) => Agreement::Diverges,
+            (Some(_), None) => Agreement::OnlyFirst,
+            // A step neither run exercised is never paired.
+            (None, _) => Agreement::OnlySecond,
+        }
+    }
+}
+
+/// The compatibility rows of two runs side by side, runtime step by runtime step (`compare`).
+///
+/// Per runtime, the rows of the two runs are paired by release: the same release label first,
+/// then the same version (`0.171.0` and `0.171.0 (real)`), then, when one row of the runtime is
+/// left on each side, those two (pinned against latest). A row left unpaired stands alone: its
+/// steps are exercised by one run only, which is no divergence.
+#[derive(Debug, Clone)]
+pub struct SideBySide {
+    /// What the first run is called in the table (its results file).
+    pub first: String,
+    /// What the second run is called.
+    pub second: String,
+    /// Every step either run exercised, runtime then release pairing then step order.
+    pub steps: Vec<PairedStep>,
+}
+
+impl SideBySide {
+    /// Pairs the rows of two runs.
+    pub fn new(first: (&str, &[Row]), second: (&str, &[Row])) -> SideBySide {
+        let runtimes: BTreeSet<&str> = first
+            .1
+            .iter()
+            .chain(second.1)
+            .map(|r| r.runtime.as_str())
+            .collect();
+        let mut steps = Vec::new();
+        for runtime in runtimes {
+            let of = |rows: &[Row]| -> Vec<Row> {
+                rows.iter()
+                    .filter(|r| r.runtime == runtime)
+                    .cloned()
+                    .collect()
+            };
+            for (a, b) in pair_rows(of(first.1), of(second.1)) {
+                for step in Step::ALL {
+                    let cell = |row: &Option<Row>| {
+                        row.as_ref().and_then(|r| {
+                            r.steps.get(&step).map(|c| (r.release.clone(), c.clone()))
+                        })
+                    };
+                    let (first, second) = (cell(&a), cell(&b));
+                    if first.is_some() || second.is_some() {
+                        steps.push(PairedStep {
+                            runtime: runtime.to_owned(),
+                            step,
+                            first,
+                            second,
+                        });
+                    }
+                }
+            }
+        }
+        SideBySide {
+            first: first.0.to_owned(),
+            second: second.0.to_owned(),
+            steps,
+        }
+    }
+
+    /// The steps whose outcome differs between the two runs.
+    pub fn divergences(&self) -> Vec<&PairedStep> {
+        self.steps
+            .iter()
+            .filter(|s| s.agreement() == Agreement::Diverges)
+            .collect()
+    }
+
+    /// How many steps only one of the runs exercised.
+    pub fn one_sided(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.agreement(), Agreement::OnlyFirst | Agreement::OnlySecond))
+            .count()
+    }
+
+    /// One divergence in a line: runtime, step, and each run's release and outcome.
+    pub fn describe(&self, step: &PairedStep) -> String {
+        let side = |name: &str, side: &Option<(String, Cell)>| match side {
+            Some((release, cell)) => format!("{release} in `{name}`: {}", cell.outcome_text()),
+            None => format!("not exercised in `{name}`"),
+        };
+        format!(
+            "{} {}: {}; {}",
+            step.runtime,
+            step.step.label(),
+            side(&self.first, &step.first),
+            side(&self.second, &step.second)
+        )
+    }
+
+    /// The table: a line per runtime step, each run's release and cell next to the other's, and
+    /// whether they agree (`-`: the run made no call of that step).
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "| runtime | step | `{}` | `{}` | same? |\n|---|---|---|---|---|\n",
+            escape(&self.first),
+            escape(&self.second)
+        );
+        for s in &self.steps {
+            let cell = |side: &Option<(String, Cell)>| match side {
+                Some((release, cell)) => format!("{}: {cell}", escape(release)),
+                None => "-".to_owned(),
+            };
+            let same = match s.agreement() {
+                Agreement::Same => "yes".to_owned(),
+                Agreement::Diverges => "**no: diverges**".to_owned(),
+                Agreement::OnlyFirst => format!("not exercised in `{}`", escape(&self.second)),
+                Agreement::OnlySecond => format!("not exercised in `{}`", escape(&self.first)),
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {same} |\n",
+                escape(&s.runtime),
+                s.step.label(),
+                cell(&s.first),
+                cell(&s.second)
+            ));
+        }
+        out
+    }
+
+    /// The whole comparison as a Markdown document (`compare --compat-matrix`): a title, what
+    /// the cells mean, the table, and the divergences.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "# Runtime compatibility side by side: `{}` and `{}`\n\n\
+             What each runtime release answered the implementation at each step of its recovery \
+             strategy in each run (`works (n)` calls, or `refused (n): <the runtime's error>`; \
+             `-`: no such call in that run). A step diverges when it works in one run and not in \
+             the other, or is refused with another error; call counts alone are no divergence, \
+             and a step only one run exercised is not compared.\n\n",
+            escape(&self.first),
+            escape(&self.second)
+        );
+        out.push_str(&self.table());
+        let divergences = self.divergences();
+        if divergences.is_empty() {
+            out.push_str("\nNo runtime step diverges.\n");
+        } else {
+            out.push_str(&format!(
+                "\n**{} runtime step{} diverge{}:**\n\n",
+                divergences.len(),
+                if divergences.len() == 1 { "" } else { "s" },
+                if divergences.len() == 1 { "s" } else { "" }
+            ));
+            for d in divergences {
+                out.push_str(&format!("- {}\n", self.describe(d)));
+            }
+        }
+        out
+    }
+}
+
+/// Pairs one runtime's rows of two runs (see [`SideBySide`]).
+fn pair_rows(mut first: Vec<Row>, mut second: Vec<Row>) -> Vec<(Option<Row>, Option<Row>)> {
+    fn version(release: &str) -> &str {
+        release.split(" (").next().unwrap_or(release).trim()
+    }
+    let mut pairs = Vec::new();
+    let rules: [fn(&Row, &Row) -> bool; 2] = [
+        |a, b| a.release == b.release,
+        |a, b| version(&a.release) == version(&b.release),
+    ];
+    for same in rules {
+        let mut i = 0;
+        while i < first.len() {
+            match second.iter().position(|b| same(&first[i], b)) {
+                Some(j) => pairs.push((Some(first.remove(i)), Some(second.remove(j)))),
+                None => i += 1,
+            }
+        }
+    }
+    if first.len() == 1 && second.len() == 1 {
+        pairs.push((first.pop(), second.pop()));
+    }
+    pairs.extend(first.into_iter().map(|a| (Some(a), None)));
+    pairs.extend(second.into_iter().map(|b| (None, Some(b))));
+    pairs
+}
+
+/// Text that may stand in a Markdown table cell.
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

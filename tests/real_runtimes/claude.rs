@@ -394,28 +394,31 @@ async fn sequence(env: &ClaudeEnv, session: &str) -> Vec<(String, Value)> {
     steps
 }
 
-/// The mock imitating `release`, and the real `release`, through the same sequence.
-async fn differential(release: install::Release) {
-    let real = ClaudeEnv::real(release.clone()).await;
+/// The real release of `checked` and the mock imitating its pinned release, through the same
+/// sequence.
+async fn differential(checked: install::Checked) {
+    let _naming = checked.naming_failures("claude differential");
+    let real = ClaudeEnv::real(checked.real.clone()).await;
     let mut mock = ClaudeEnv::mock();
     mock.env.push((
         rewind_mock_runtimes::claude::VERSION_ENV.into(),
-        release.version.to_string(),
+        checked.pinned.version.to_string(),
     ));
     let session = uuid::Uuid::new_v4().to_string();
     let real_steps = sequence(&real, &session).await;
     let mock_steps = sequence(&mock, &session).await;
     let mut cmp = Comparison::new(mock.normaliser(), real.normaliser());
     cmp.steps(mock_steps, real_steps);
-    cmp.assert_same(&format!("claude {}", release.version));
+    cmp.assert_same(&checked.label());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_2197_mock_matches_real() {
-    differential(install::CLAUDE_2197).await;
+    differential(install::Checked::pinned(install::CLAUDE_2197)).await;
 }
 
+/// Claude Code 2.1.332, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_2332_mock_matches_real() {
-    differential(install::CLAUDE_2332).await;
+async fn claude_current_mock_matches_real() {
+    differential(install::Checked::current(install::CLAUDE_2332)).await;
 }

@@ -1,6 +1,7 @@
-//! Codex app-server: the mock and the real app-server (0.155.1 and 0.171.0) driven through the
-//! same JSON-RPC calls, every call the reference makes plus the ones its restore strategies
-//! depend on, and their answers compared.
+//! Codex app-server: the mock and the real app-server (0.155.1, and the current release: 0.171.0,
+//! or the newest under `REWIND_REAL_RELEASES=latest`) driven through the same JSON-RPC calls,
+//! every call the reference makes plus the ones its restore strategies depend on, and their
+//! answers compared.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::compare::{Comparison, Normaliser};
 use crate::fake_models::{Api, FakeModel};
-use crate::install::{self, Release};
+use crate::install::{self, Checked, Release};
 use crate::{isolated_env, tempdir};
 
 /// How long a slow turn takes (the busy cases).
@@ -533,22 +534,26 @@ async fn sequence(env: &CodexEnv) -> Vec<(String, Value)> {
     t.steps
 }
 
-async fn differential(release: Release) {
-    let real = CodexEnv::real(release.clone()).await;
-    let mock = CodexEnv::mock(&release.version);
+/// The real release of `checked` and the mock imitating its pinned release, through the same
+/// sequence.
+async fn differential(checked: Checked) {
+    let _naming = checked.naming_failures("codex differential");
+    let real = CodexEnv::real(checked.real.clone()).await;
+    let mock = CodexEnv::mock(&checked.pinned.version);
     let real_steps = sequence(&real).await;
     let mock_steps = sequence(&mock).await;
     let mut cmp = Comparison::new(mock.normaliser(), real.normaliser());
     cmp.steps(mock_steps, real_steps);
-    cmp.assert_same(&format!("codex {}", release.version));
+    cmp.assert_same(&checked.label());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_0155_mock_matches_real() {
-    differential(install::CODEX_0155).await;
+    differential(Checked::pinned(install::CODEX_0155)).await;
 }
 
+/// Codex 0.171.0, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_0171_mock_matches_real() {
-    differential(install::CODEX_0171).await;
+async fn codex_current_mock_matches_real() {
+    differential(Checked::current(install::CODEX_0171)).await;
 }

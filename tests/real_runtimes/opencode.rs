@@ -1,6 +1,7 @@
-//! OpenCode server: the mock and the real server (1.18.33) sent the same HTTP calls (session
-//! create, a prompt with a chosen `messageID`, message list, revert, unrevert, the cleanup by
-//! the next prompt, busy and unknown sessions), comparing status codes and bodies.
+//! OpenCode server: the mock and the real server (1.18.33, and the current release: 1.18.34, or
+//! the newest under `REWIND_REAL_RELEASES=latest`) sent the same HTTP calls (session create, a
+//! prompt with a chosen `messageID`, message list, revert, unrevert, the cleanup by the next
+//! prompt, busy and unknown sessions), comparing status codes and bodies.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -406,9 +407,10 @@ async fn sequence(env: &OpenCodeEnv) -> Vec<(String, Value)> {
     steps
 }
 
-/// The real server of `release` and the mock answer alike.
-async fn differential(release: install::Release) {
-    let real = OpenCodeEnv::real(release.clone()).await;
+/// The real server of `checked` and the mock answer alike.
+async fn differential(checked: install::Checked) {
+    let _naming = checked.naming_failures("opencode differential");
+    let real = OpenCodeEnv::real(checked.real.clone()).await;
     let mock = OpenCodeEnv::mock().await;
     let real_steps = sequence(&real).await;
     let mock_steps = sequence(&mock).await;
@@ -416,15 +418,16 @@ async fn differential(release: install::Release) {
     cmp.steps(mock_steps, real_steps);
     real.stop().await;
     mock.stop().await;
-    cmp.assert_same(&format!("opencode {}", release.version));
+    cmp.assert_same(&checked.label());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_mock_matches_real() {
-    differential(install::OPENCODE).await;
+    differential(install::Checked::pinned(install::OPENCODE)).await;
 }
 
+/// OpenCode 1.18.34, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opencode_11834_mock_matches_real() {
-    differential(install::OPENCODE_11834).await;
+async fn opencode_current_mock_matches_real() {
+    differential(install::Checked::current(install::OPENCODE_11834)).await;
 }

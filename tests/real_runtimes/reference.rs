@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::claude::{conversation, ClaudeEnv};
 use crate::codex::CodexEnv;
 use crate::fake_models::{FakeModel, Turn};
-use crate::install::{self, Release};
+use crate::install::{self, Checked, Release};
 use crate::opencode::OpenCodeEnv;
 
 /// What a real runtime sent the model for the third message, after the restore to before the
@@ -187,11 +187,14 @@ async fn reference_restores_real_codex_0155() {
     .await;
 }
 
+/// Codex 0.171.0, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reference_restores_real_codex_0171() {
+async fn reference_restores_real_codex_current() {
+    let checked = Checked::current(install::CODEX_0171);
+    let _naming = checked.naming_failures("the reference on codex");
     codex(
-        CodexEnv::real(install::CODEX_0171).await,
-        "real codex 0.171.0",
+        CodexEnv::real(checked.real.clone()).await,
+        &format!("real {}", checked.label()),
     )
     .await;
 }
@@ -280,11 +283,14 @@ async fn reference_restores_real_claude() {
     .await;
 }
 
+/// Claude Code 2.1.332, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reference_restores_real_claude_2332() {
+async fn reference_restores_real_claude_current() {
+    let checked = Checked::current(install::CLAUDE_2332);
+    let _naming = checked.naming_failures("the reference on claude");
     claude(
-        ClaudeEnv::real(install::CLAUDE_2332).await,
-        "real claude 2.1.332",
+        ClaudeEnv::real(checked.real.clone()).await,
+        &format!("real {}", checked.label()),
     )
     .await;
 }
@@ -378,11 +384,14 @@ async fn reference_restores_real_opencode() {
     .await;
 }
 
+/// OpenCode 1.18.34, or the newest release under `REWIND_REAL_RELEASES=latest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reference_restores_real_opencode_11834() {
+async fn reference_restores_real_opencode_current() {
+    let checked = Checked::current(install::OPENCODE_11834);
+    let _naming = checked.naming_failures("the reference on opencode");
     opencode(
-        OpenCodeEnv::real(install::OPENCODE_11834).await,
-        "real opencode 1.18.34",
+        OpenCodeEnv::real(checked.real.clone()).await,
+        &format!("real {}", checked.label()),
     )
     .await;
 }
