@@ -67,7 +67,8 @@ enum Command {
     /// The coverage gate: check the rule tags and the untestable and pending lists, and report
     /// the holes (rules without a scenario, unasserted error messages, unused fixtures).
     Coverage(Box<CoverageArgs>),
-    /// Compare two `--json` results scenario by scenario (exit 1 when any outcome differs).
+    /// Compare two `--json` results scenario by scenario, and their runtime compatibility side by
+    /// side (exit 1 when any outcome differs or a runtime step diverges).
     Compare(CompareArgs),
     /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
     /// trivial rewind, its events, detach.
