@@ -18,6 +18,9 @@
 # docker-compatible client (default: docker; DOCKER_HOST is honoured as usual).
 set -euo pipefail
 
+# shellcheck source=ci/rootfs.sh
+. "$(dirname "$0")/rootfs.sh"
+
 say() { printf 'build-pg-image: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -63,20 +66,11 @@ root=$work/rootfs
 mkdir -p "$root"
 
 # --- layout: mirror the host's top-level symlinks (Debian 12 is usr-merged) -----------------
-for d in bin sbin lib lib32 lib64 libx32; do
-    if [ -L "/$d" ]; then
-        target=$(readlink "/$d")
-        ln -s "$target" "$root/$d"
-        case "$target" in /*) mkdir -p "$root$target" ;; *) mkdir -p "$root/$target" ;; esac
-    elif [ -d "/$d" ]; then
-        mkdir -p "$root/$d"
-    fi
-done
+rootfs_layout "$root"
 mkdir -p "$root"/usr/{bin,sbin,lib,local/bin,share/postgresql,lib/locale} \
     "$root"/{etc,dev,proc,sys,tmp,run,var/lib/postgresql/data,docker-entrypoint-initdb.d}
 ln -s ../run "$root/var/run"
 mkdir -p "$root/run/postgresql"
-chmod 1777 "$root/tmp"
 
 # --- PostgreSQL itself ------------------------------------------------------------------------
 mkdir -p "$root/usr/lib/postgresql"
@@ -92,24 +86,13 @@ rm -rf "$root$sharedir/man"
 
 # --- a minimal userland for the entrypoint (and initdb/pg_ctl, which run /bin/sh) -------------
 # `locale -a` is how initdb finds the collations to import.
-for tool in dash cat chmod chown env id locale ls mkdir rm sleep setpriv; do
-    path=$(command -v "$tool") || die "host tool '$tool' not found"
-    cp -L "$path" "$root/usr/bin/$tool"
-done
-ln -s dash "$root/usr/bin/sh"
+rootfs_tools "$root" dash cat chmod chown env id locale ls mkdir rm sleep setpriv || die "a host tool is missing"
 
 # --- every shared library those programs and the server's modules load ------------------------
 mapfile -d '' elves < <(find "$root/usr/bin" "$root$pgroot" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
-ldd "${elves[@]}" 2>/dev/null | awk '
-    $2 == "=>" && $3 == "not" { missing = missing " " $1; next }
-    $2 == "=>" && $3 ~ /^\// { print $3; next }
-    $1 ~ /^\// && $2 ~ /^\(0x/ { print $1 }
-    END { if (missing != "") print "MISSING" missing > "/dev/stderr" }' |
-    sort -u >"$work/libs" || true
+rootfs_libs "$root" "$work/libs" "${elves[@]}"
 : >"$work/libdirs"
 while IFS= read -r lib; do
-    mkdir -p "$root$(dirname "$lib")"
-    [ -e "$root$lib" ] || cp -L "$lib" "$root$lib"
     dirname "$(readlink -f "$root$lib" | sed "s|^$root||")" >>"$work/libdirs"
 done <"$work/libs"
 sort -u "$work/libdirs" >"$root/etc/ld.so.conf"

@@ -23,6 +23,9 @@
 # Prints the value for --runtime-host (docker:NAME) on stdout.
 set -euo pipefail
 
+# shellcheck source=ci/rootfs.sh
+. "$(dirname "$0")/rootfs.sh"
+
 say() { printf 'runtime-host: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -69,26 +72,13 @@ else
     trap 'rm -rf "$work"' EXIT
     root=$work/rootfs
     mkdir -p "$root"
-    # Debian 12 is usr-merged: mirror the top-level links.
-    for d in bin sbin lib lib32 lib64 libx32; do
-        if [ -L "/$d" ]; then
-            target=$(readlink "/$d")
-            ln -s "$target" "$root/$d"
-            case "$target" in /*) mkdir -p "$root$target" ;; *) mkdir -p "$root/$target" ;; esac
-        elif [ -d "/$d" ]; then
-            mkdir -p "$root/$d"
-        fi
-    done
-    mkdir -p "$root"/usr/bin "$root"/{etc,dev,proc,sys,tmp,run,root,var/tmp}
-    chmod 1777 "$root/tmp" "$root/var/tmp"
+    rootfs_layout "$root"
+    mkdir -p "$root"/{etc,dev,proc,sys,run,root,var/tmp}
+    chmod 1777 "$root/var/tmp"
     # What the harness runs on the host: env (the runtime's environment and directory), sh,
     # mkdir and cat (directories and files), tr and grep (the processes naming a home), tar (a
     # copy of a transcript directory), sleep (the container's idle process).
-    for tool in dash env cat mkdir tr grep tar ls rm sleep; do
-        path=$(command -v "$tool") || die "host tool '$tool' not found"
-        cp -L "$path" "$root/usr/bin/$tool"
-    done
-    ln -s dash "$root/usr/bin/sh"
+    rootfs_tools "$root" dash env cat mkdir tr grep tar ls rm sleep || die "a host tool is missing"
     programs=()
     for dir in "${dirs[@]}"; do
         mkdir -p "$root$(dirname "$dir")"
@@ -96,13 +86,7 @@ else
         while IFS= read -r -d '' f; do programs+=("$f"); done < <(
             find "$dir/node_modules" -type f -perm -u+x -size +1M -print0)
     done
-    ldd "$root"/usr/bin/* "${programs[@]}" 2>/dev/null | awk '
-        $2 == "=>" && $3 ~ /^\// { print $3; next }
-        $1 ~ /^\// && $2 ~ /^\(0x/ { print $1 }' | sort -u >"$work/libs" || true
-    while IFS= read -r lib; do
-        mkdir -p "$root$(dirname "$lib")"
-        [ -e "$root$lib" ] || cp -L "$lib" "$root$lib"
-    done <"$work/libs"
+    rootfs_libs "$root" "$work/libs" "$root"/usr/bin/* "${programs[@]}"
     printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"
     printf '%s\n' 'root:x:0:' >"$root/etc/group"
     printf '%s\n' 'passwd: files' 'group: files' 'hosts: files dns' >"$root/etc/nsswitch.conf"

@@ -6,6 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "common/finished.rs"]
+mod finished;
+use finished::Finished;
+
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rewind-conformance");
@@ -149,22 +153,6 @@ impl Scratch {
 
     fn path(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-/// How one `compare` ended.
-struct Finished {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Finished {
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.code, self.stdout, self.stderr
-        )
     }
 }
 

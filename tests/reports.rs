@@ -19,6 +19,10 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[path = "common/finished.rs"]
+mod finished;
+use finished::Finished;
+
 use quick_xml::events::Event;
 use rewind_conformance::catalog::{Catalog, Pending, Untestable};
 
@@ -59,22 +63,6 @@ const FEATURE: &str = r#"Feature: reports self-test
     When human "bob" rewinds to before message "h-m4"
     Then the rewind completes
 "#;
-
-/// How a harness run ended.
-struct Finished {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Finished {
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
 
 /// Runs `program args` from the crate root, killing its process group after `limit`.
 fn run_command(program: &str, args: &[&str], limit: Duration) -> Finished {
