@@ -448,6 +448,16 @@ MUTATIONS = [
      [("            server.shut_down(grace).await;\n            result",
        "            std::mem::forget(server);\n            result")],
      "real @rule:guard.codex-lan-e2e"),
+    # A Codex restore that starts an app-server of its own instead of going through the one
+    # that holds the session live (a daemon's long-lived app-server): the real app-server lets
+    # one process at a time write a thread, so the restore is refused. It passes on the mocks
+    # and on detached real sessions; only a live one shows it.
+    ("real-codex-restore-bypasses-live-app-server", CODEX,
+     [("    let mut server = AppServer::spawn(settings)?;\n    let outcome =\n",
+       "    let own = CodexSettings { env: settings.env.iter()\n"
+       "        .filter(|(k, _)| k != \"REWIND_REAL_ATTACH\").cloned().collect(), ..settings.clone() };\n"
+       "    let mut server = AppServer::spawn(&own)?;\n    let outcome =\n")],
+     "real @rule:guard.codex-lan-e2e"),
     # An OpenCode restore that reverts nothing and calls it verified: the next prompt carries the
     # rewound turns to the model, on a live server and on a restarted one.
     ("real-opencode-reverts-nothing", OPENCODE,

@@ -6,9 +6,11 @@ Feature: End to end on real runtimes (spec section 5 and the guardrail inventory
   target, and the next turn proves it where it matters: the runtime sends its model the turns
   before the boundary and nothing of the rewound ones. A detached session is on disk only
   when the rewind comes (no runtime process holds it: codex and claude run a process per call,
-  and the OpenCode server is restarted); a live one is held by the running OpenCode server that
-  ran its turns. On the mock runtimes there is no model to ask, so these scenarios are not
-  applicable there.
+  and the OpenCode server is restarted); a live one is held by the running process that ran its
+  turns: the OpenCode server, or one codex app-server the harness keeps running for the
+  implementation's calls (as a daemon's long-lived app-server). A claude session is live only
+  inside one CLI run, and a restore is a run of its own, so claude has no live case. On the mock
+  runtimes there is no model to ask, so these scenarios are not applicable there.
 
   @real-runtimes @rule:runtime.lan-e2e-release-gate @rule:guard.codex-lan-e2e @rule:guard.new-runtime-supported-gate @rule:runtime.restore-verify @ambiguity:claude-restore-evidence @ambiguity:claude-zero-boundary
   Scenario Outline: a detached <runtime> session is restored, and the next turn sends the model nothing of the rewound turns
@@ -44,3 +46,16 @@ Feature: End to end on real runtimes (spec section 5 and the guardrail inventory
       | runtime  | agent | scope       |
       | opencode | ode   | dm-opencode |
       | builtin  | bix   | dm-builtin  |
+
+  @real-runtimes @rule:runtime.lan-e2e-release-gate @rule:guard.codex-lan-e2e @rule:guard.new-runtime-supported-gate @rule:runtime.restore-verify
+  Scenario: a live codex session, held by the app-server that ran its turns, is restored, and the next turn sends the model nothing of the rewound turns
+    Given the conversation "live-agents"
+    And one codex app-server stays running and holds every thread it loads
+    And human "alice" has said "m1, m2, m3" to agent "cody" in scope "dm-codex"
+    When human "alice" rewinds to before message "m2"
+    Then the rewind completes
+    And the runtime of agent "cody" is as it was before "m2" was delivered
+    Given human "alice" has said "m4" to agent "cody" in scope "dm-codex"
+    Then agent "cody" received "m4" in the state it had before "m2"
+    And the model behind agent "cody" was sent "m4" after the turn of "m1" and nothing of "m2, m3"
+    And the live codex app-server served every codex call and still runs

@@ -742,9 +742,37 @@ impl MockRuntimes {
         Ok(pids)
     }
 
+    /// Keeps one real codex app-server running for the rest of the scenario, which every codex
+    /// program the implementation starts from now on attaches to (a live session).
+    pub async fn start_live_codex(&mut self) -> Result<(), MockError> {
+        self.not_on_mock("a live codex app-server")?;
+        match self.real.as_mut() {
+            Some(real) => real
+                .start_live_codex()
+                .await
+                .map_err(|e| MockError::Real(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the live codex app-server still runs (`None`: none was started).
+    pub fn live_codex_running(&mut self) -> Option<bool> {
+        self.real.as_mut().and_then(|r| r.live_codex_running())
+    }
+
     /// Whether the scenario runs on real runtimes.
     pub fn is_real(&self) -> bool {
         self.real.is_some()
+    }
+
+    /// The error for a real runtime's feature the mocks do not have.
+    fn not_on_mock(&self, what: &str) -> Result<(), MockError> {
+        match &self.real {
+            Some(_) => Ok(()),
+            None => Err(MockError::Unsupported(format!(
+                "{what} is a feature of the real runtimes (`--runtimes real`)"
+            ))),
+        }
     }
 
     /// The error for a mock's feature a real runtime does not have.

@@ -237,16 +237,18 @@ fn codex(real: &Path, args: &[String]) -> ExitCode {
     let faults = crate::faults_path(&home);
     let mut argv = vec!["codex".to_owned()];
     argv.extend(args.iter().cloned());
-    journal.record(&JournalEntry::new("codex", "process/start").request(json!(argv)));
-    let mut child = match spawn(real, args, Stdio::inherit()) {
-        Ok(c) => c,
+    let opened = Backend::open(real, args);
+    let mut start = JournalEntry::new("codex", "process/start").request(json!(argv));
+    if let Ok((Backend::Live(_), _, _)) = &opened {
+        start.detail = Some(LIVE_DETAIL.to_owned());
+    }
+    journal.record(&start);
+    let (mut backend, mut to_child, from_child) = match opened {
+        Ok(opened) => opened,
         Err(e) => {
             eprintln!("codex proxy: starting {}: {e}", real.display());
             return ExitCode::from(2);
         }
-    };
-    let (Some(mut to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
-        return ExitCode::from(2);
     };
     let pending: Arc<Mutex<Vec<(Value, Pending)>>> = Arc::default();
     let (own_tx, own_rx) = std::sync::mpsc::channel::<Value>();
@@ -320,7 +322,7 @@ fn codex(real: &Path, args: &[String]) -> ExitCode {
                                         wait_out(&faults, target.as_deref(), method, &rule)
                                     }
                                     FaultKind::Crash => {
-                                        let _ = child.kill();
+                                        backend.kill();
                                         std::process::exit(134);
                                     }
                                     _ => {
@@ -341,7 +343,7 @@ fn codex(real: &Path, args: &[String]) -> ExitCode {
                                 {
                                     let input = input_text(&entry.request);
                                     let turns = thread_turns(
-                                        &mut to_child,
+                                        &mut *to_child,
                                         &own_rx,
                                         &mut own_requests,
                                         thread,
@@ -399,7 +401,7 @@ fn codex(real: &Path, args: &[String]) -> ExitCode {
         }
     }
     drop(to_child);
-    let status = child.wait();
+    let status = backend.wait();
     let _ = answers.join();
     // Requests the server never answered (it exited first).
     for (_, Pending { mut entry }) in
@@ -410,10 +412,71 @@ fn codex(real: &Path, args: &[String]) -> ExitCode {
         journal.record(&entry);
     }
     match status {
-        Ok(status) => exit_code(status),
+        Ok(Some(status)) => exit_code(status),
+        Ok(None) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("codex proxy: waiting for {}: {e}", real.display());
             ExitCode::from(2)
+        }
+    }
+}
+
+/// The variable naming where the harness puts the Unix socket of a live app-server it keeps
+/// running (one process holding its threads across calls, as a daemon's app-server does):
+/// while that socket exists, a codex proxy attaches to the app-server instead of starting one.
+pub const ATTACH_ENV: &str = "REWIND_REAL_ATTACH";
+
+/// The detail of the `process/start` entry of a proxy that attached to the live app-server.
+pub const LIVE_DETAIL: &str = "attached to the live app-server";
+
+/// What a codex proxy talks to: the real program it started, or a live app-server it attached
+/// to.
+enum Backend {
+    Process(std::process::Child),
+    Live(std::os::unix::net::UnixStream),
+}
+
+type Pipes = (
+    Backend,
+    Box<dyn Write + Send>,
+    Box<dyn std::io::Read + Send>,
+);
+
+impl Backend {
+    fn open(real: &Path, args: &[String]) -> std::io::Result<Pipes> {
+        if let Some(socket) = std::env::var_os(ATTACH_ENV).filter(|s| Path::new(s).exists()) {
+            let stream = std::os::unix::net::UnixStream::connect(&socket)?;
+            let (to, from) = (stream.try_clone()?, stream.try_clone()?);
+            return Ok((Backend::Live(stream), Box::new(to), Box::new(from)));
+        }
+        let mut child = spawn(real, args, Stdio::inherit())?;
+        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the app-server has no stdio"));
+        };
+        Ok((Backend::Process(child), Box::new(to), Box::new(from)))
+    }
+
+    /// Ends the program, or drops the connection to the live app-server (which keeps running).
+    fn kill(&mut self) {
+        match self {
+            Backend::Process(child) => {
+                let _ = child.kill();
+            }
+            Backend::Live(stream) => {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// Waits for the program's exit (`None` for a live app-server: it is not this proxy's to
+    /// end; the connection is closed for writing, so the app-server's side ends it).
+    fn wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Backend::Process(child) => child.wait().map(Some),
+            Backend::Live(stream) => {
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                Ok(None)
+            }
         }
     }
 }
@@ -447,7 +510,7 @@ fn input_text(params: &Value) -> String {
 /// with `thread/turns/list`, else (a legacy thread) `thread/read {includeTurns: true}`. `None`
 /// when neither answers.
 fn thread_turns(
-    to_child: &mut std::process::ChildStdin,
+    to_child: &mut dyn Write,
     answers: &std::sync::mpsc::Receiver<Value>,
     counter: &mut u64,
     thread: &str,

@@ -107,19 +107,16 @@ impl ClaudeHome {
     }
 }
 
+/// A claude session's live conversation (oldest first) and its live leaf.
+pub type LiveState = (
+    Vec<rewind_mock_runtimes::claude::ChainEntry>,
+    Option<String>,
+);
+
 impl ClaudeHome {
     /// The live conversation of `session_id` (oldest first) and its live leaf, read from the
     /// transcript where the CLI runs; `None` when there is no transcript.
-    pub async fn live_state(
-        &self,
-        session_id: &str,
-    ) -> Result<
-        Option<(
-            Vec<rewind_mock_runtimes::claude::ChainEntry>,
-            Option<String>,
-        )>,
-        RealError,
-    > {
+    pub async fn live_state(&self, session_id: &str) -> Result<Option<LiveState>, RealError> {
         let path =
             rewind_mock_runtimes::claude::transcript_path(&self.config_dir, &self.cwd, session_id);
         Ok(self

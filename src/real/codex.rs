@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Lines};
+use tokio::process::Child;
 
 use super::{RealError, SeedTurn, SeededSession};
 
@@ -39,9 +39,10 @@ plugins = false
 
 /// A running `codex app-server` (real or mock) and a line-based JSON-RPC client for it.
 pub struct AppServer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
+    /// The process, when this client started it (none when attached to a live app-server).
+    child: Option<Child>,
+    stdin: Option<Box<dyn AsyncWrite + Unpin + Send>>,
+    lines: Lines<BufReader<Box<dyn AsyncRead + Unpin + Send>>>,
     next_id: u64,
     /// Notifications received so far and not yet taken.
     notes: Vec<Value>,
@@ -76,15 +77,34 @@ impl AppServer {
             .kill_on_drop(true)
             .spawn()
             .map_err(super::io(format!("starting {}", program.display())))?;
-        let stdin = child.stdin.take();
+        let stdin = child
+            .stdin
+            .take()
+            .map(|s| Box::new(s) as Box<dyn AsyncWrite + Unpin + Send>);
         let stdout = child
             .stdout
             .take()
             .ok_or_else(|| transport("the app-server has no stdout"))?;
         Ok(AppServer {
-            child,
+            child: Some(child),
             stdin,
-            lines: BufReader::new(stdout).lines(),
+            lines: BufReader::new(Box::new(stdout) as Box<dyn AsyncRead + Unpin + Send>).lines(),
+            next_id: 0,
+            notes: Vec::new(),
+        })
+    }
+
+    /// A client of the live app-server whose relay listens on `socket`
+    /// ([`super::live_codex::LiveCodex`]); shutting it down leaves the app-server running.
+    pub async fn attach(socket: &Path) -> Result<AppServer, RealError> {
+        let stream = tokio::net::UnixStream::connect(socket)
+            .await
+            .map_err(super::io(format!("connecting to {}", socket.display())))?;
+        let (read, write) = stream.into_split();
+        Ok(AppServer {
+            child: None,
+            stdin: Some(Box::new(write)),
+            lines: BufReader::new(Box::new(read) as Box<dyn AsyncRead + Unpin + Send>).lines(),
             next_id: 0,
             notes: Vec::new(),
         })
@@ -233,11 +253,14 @@ impl AppServer {
     /// Closes stdin and waits for the exit (killed after 5 s).
     pub async fn shutdown(mut self) {
         self.stdin.take();
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
             .await
             .is_err()
         {
-            let _ = self.child.kill().await;
+            let _ = child.kill().await;
         }
     }
 
@@ -350,9 +373,17 @@ pub async fn seed_thread(
 /// The turn ids of `thread` now, read back through a fresh real app-server that reads the
 /// thread without loading it where it can (another process may hold it): `thread/turns/list`
 /// (paged), else `thread/read {includeTurns: true}` (a legacy thread), else `thread/resume`;
-/// then the process exits. `None` when the runtime does not know the thread.
-pub async fn turn_ids(home: &CodexHome, thread: &str) -> Result<Option<Vec<String>>, RealError> {
-    let mut server = AppServer::spawn_on(&home.host, &home.program, &home.env, &home.cwd).await?;
+/// then the process exits. With `live`, the socket of a live app-server's relay, it is asked
+/// instead (it holds the thread). `None` when the runtime does not know the thread.
+pub async fn turn_ids(
+    home: &CodexHome,
+    thread: &str,
+    live: Option<&Path>,
+) -> Result<Option<Vec<String>>, RealError> {
+    let mut server = match live {
+        Some(socket) => AppServer::attach(socket).await?,
+        None => AppServer::spawn_on(&home.host, &home.program, &home.env, &home.cwd).await?,
+    };
     let init = server.handshake().await;
     if init.is_err() {
         server.shutdown().await;

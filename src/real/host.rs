@@ -165,12 +165,7 @@ impl RuntimeHost {
                     .current_dir(cwd);
                 command
             }
-            RuntimeHost::Container(c) => {
-                let mut command = Command::new(&c.cli);
-                command.args(c.exec_prefix()).args(remote_env(env, cwd));
-                command.arg(program).args(args);
-                command
-            }
+            RuntimeHost::Container(c) => c.command(&[], program, args, env, cwd),
         }
     }
 
@@ -186,17 +181,18 @@ impl RuntimeHost {
     ) -> Command {
         match self {
             RuntimeHost::Local => self.command(program, args, env, cwd),
-            RuntimeHost::Container(c) => {
-                let mut command = Command::new(&c.cli);
-                command.args(c.exec_prefix()).args([
+            RuntimeHost::Container(c) => c.command(
+                &[
                     "sh",
                     "-c",
                     "\"$@\" </dev/null & p=$!; cat >/dev/null; kill $p 2>/dev/null; wait $p",
                     "sh",
-                ]);
-                command.args(remote_env(env, cwd)).arg(program).args(args);
-                command
-            }
+                ],
+                program,
+                args,
+                env,
+                cwd,
+            ),
         }
     }
 
@@ -456,6 +452,25 @@ impl Container {
     /// `exec -i NAME`.
     fn exec_prefix(&self) -> [String; 3] {
         ["exec".to_owned(), "-i".to_owned(), self.name.clone()]
+    }
+
+    /// `program args` in the container, after `wrapper`, with exactly `env` in `cwd`.
+    fn command(
+        &self,
+        wrapper: &[&str],
+        program: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> Command {
+        let mut command = Command::new(&self.cli);
+        command
+            .args(self.exec_prefix())
+            .args(wrapper)
+            .args(remote_env(env, cwd))
+            .arg(program)
+            .args(args);
+        command
     }
 }
 

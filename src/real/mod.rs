@@ -16,6 +16,7 @@ pub mod codex;
 pub mod fake_model;
 pub mod host;
 pub mod install;
+pub mod live_codex;
 pub mod opencode;
 pub mod scenario;
 

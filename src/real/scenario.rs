@@ -122,6 +122,8 @@ pub struct RealScenario {
     codex: CodexHome,
     claude: ClaudeHome,
     opencode: Option<(Server, JournalingProxy)>,
+    /// The live codex app-server, once a scenario keeps one running.
+    live_codex: Option<super::live_codex::LiveCodex>,
     /// Fixture id → real id, for every seeded session and entry.
     to_real: BTreeMap<String, String>,
     /// Real id → fixture id.
@@ -135,8 +137,9 @@ pub struct RealScenario {
 
 impl Drop for RealScenario {
     fn drop(&mut self) {
-        // The server first, so that nothing writes while its state is removed.
+        // The servers first, so that nothing writes while their state is removed.
         drop(self.opencode.take());
+        drop(self.live_codex.take());
         self.programs.host.forget_dir(&self.layout.root);
     }
 }
@@ -279,6 +282,7 @@ impl RealScenario {
             codex,
             claude,
             opencode: None,
+            live_codex: None,
             to_real: BTreeMap::new(),
             to_fixture: BTreeMap::new(),
             layout: layout.clone(),
@@ -367,6 +371,28 @@ impl RealScenario {
         .await?;
         self.opencode = Some((server, proxy));
         Ok(())
+    }
+
+    /// Keeps one codex app-server running for the rest of the scenario: every `codex` program
+    /// the implementation starts from now on attaches to it, so the threads it loads stay
+    /// loaded (a live session) across calls.
+    pub async fn start_live_codex(&mut self) -> Result<(), RealError> {
+        if self.live_codex.is_none() {
+            let live =
+                super::live_codex::LiveCodex::start(&self.codex, &self.live_socket()).await?;
+            self.live_codex = Some(live);
+        }
+        Ok(())
+    }
+
+    /// Whether a live codex app-server runs, and it is still alive.
+    pub fn live_codex_running(&mut self) -> Option<bool> {
+        self.live_codex.as_mut().map(|l| l.is_running())
+    }
+
+    /// Where the live app-server's relay listens (the proxies attach while it exists).
+    fn live_socket(&self) -> PathBuf {
+        self.layout.root.join("codex-live.sock")
     }
 
     /// The real OpenCode server's process id.
@@ -474,6 +500,10 @@ impl RealScenario {
         let mut env = self.codex.env.clone();
         env.extend(self.programs.host.proxy_env(&self.codex.env));
         env.push((
+            rewind_mock_runtimes::proxy::ATTACH_ENV.to_owned(),
+            self.live_socket().display().to_string(),
+        ));
+        env.push((
             PROXY_TARGET_ENV.to_owned(),
             self.programs.codex.1.display().to_string(),
         ));
@@ -502,7 +532,11 @@ impl RealScenario {
         bounded(
             READ_LIMIT,
             &what,
-            super::codex::turn_ids(&self.codex, thread),
+            super::codex::turn_ids(
+                &self.codex,
+                thread,
+                self.live_codex.as_ref().map(|l| l.socket()),
+            ),
         )
         .await
     }
@@ -550,13 +584,7 @@ impl RealScenario {
     pub async fn claude_session(
         &self,
         session: &str,
-    ) -> Result<
-        Option<(
-            Vec<rewind_mock_runtimes::claude::ChainEntry>,
-            Option<String>,
-        )>,
-        RealError,
-    > {
+    ) -> Result<Option<super::claude::LiveState>, RealError> {
         let what = format!("reading claude session {session} back");
         bounded(READ_LIMIT, &what, self.claude.live_state(session)).await
     }

@@ -48,6 +48,55 @@ async fn detached(world: &mut RewindWorld, agent: String) -> anyhow::Result<()> 
     }
 }
 
+/// `Given one codex app-server stays running and holds every thread it loads`: a live
+/// session. From now on every `codex` program the implementation starts attaches to one real
+/// app-server the harness keeps running (as a daemon's long-lived app-server), so a thread a
+/// delivery loaded is still held in memory when the restore comes.
+#[given("one codex app-server stays running and holds every thread it loads")]
+async fn live_codex(world: &mut RewindWorld) -> anyhow::Result<()> {
+    world
+        .mocks
+        .as_mut()
+        .ok_or_else(|| anyhow!("no runtimes yet"))?
+        .start_live_codex()
+        .await?;
+    Ok(())
+}
+
+/// `Then the live codex app-server served every codex call and still runs`: each `codex`
+/// program the implementation started attached to the live app-server (none started one of its
+/// own), and the app-server did not end: the session stayed live through the rewind.
+#[then("the live codex app-server served every codex call and still runs")]
+async fn live_codex_served(world: &mut RewindWorld) -> anyhow::Result<()> {
+    let mocks = world
+        .mocks
+        .as_mut()
+        .ok_or_else(|| anyhow!("no runtimes yet"))?;
+    ensure!(
+        mocks.live_codex_running() == Some(true),
+        "the live codex app-server is not running any more"
+    );
+    let starts: Vec<_> = mocks
+        .journal(MockRuntime::Codex)?
+        .into_iter()
+        .filter(|e| e.call == "process/start")
+        .collect();
+    ensure!(
+        !starts.is_empty(),
+        "the implementation started no codex program"
+    );
+    let own: Vec<String> = starts
+        .iter()
+        .filter(|e| e.detail.as_deref() != Some(rewind_mock_runtimes::proxy::LIVE_DETAIL))
+        .map(|e| format!("pid {} {}", e.pid, e.request))
+        .collect();
+    ensure!(
+        own.is_empty(),
+        "codex programs started an app-server of their own instead of the live one: {own:?}"
+    );
+    Ok(())
+}
+
 /// The content a named message had when it was delivered.
 fn delivered_content(world: &RewindWorld, name: &str) -> anyhow::Result<String> {
     world
