@@ -107,7 +107,7 @@ pub fn observe(runtime: &str, release: &str, journal: &[JournalEntry]) -> Vec<Ob
                 .detail
                 .clone()
                 .unwrap_or_else(|| entry.outcome.clone());
-            clip(detail.lines().next().unwrap_or_default())
+            clip(&without_ids(detail.lines().next().unwrap_or_default()))
         });
         out.extend(steps.into_iter().map(|step| Observation {
             runtime: runtime.to_owned(),
@@ -117,6 +117,19 @@ pub fn observe(runtime: &str, release: &str, journal: &[JournalEntry]) -> Vec<Ob
         }));
     }
     out
+}
+
+/// `text` with the ids a runtime makes up per run (UUIDs, OpenCode's `ses_…`/`msg_…`/`prt_…`
+/// ids) replaced by `<id>`: two runs that were refused alike read alike.
+fn without_ids(text: &str) -> String {
+    static IDS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b(?:ses|msg|prt)_[0-9A-Za-z]{12,}\b",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"))
+    });
+    ids.replace_all(text, "<id>").into_owned()
 }
 
 /// What a call does, before the order of calls decides its step.
@@ -579,6 +592,24 @@ mod tests {
         matrix.add(&seen);
         let table = matrix.markdown();
         assert!(table.contains("| codex | 0.171.0 | works (1) | works (2) | works (1); refused (1): Invalid request: unknown variant `thread/rollback` | works (1) | works (1) |"), "{table}");
+    }
+
+    #[test]
+    fn refusals_read_alike_whatever_ids_the_runtime_made_up() {
+        for (text, read) in [
+            (
+                "409 Session is busy: ses_2415ce1c6001Kf3J8Y2n1MGCPe",
+                "409 Session is busy: <id>",
+            ),
+            (
+                "thread f768064f-9585-47ad-a39e-ed24c2c063fe already has an active writer",
+                "thread <id> already has an active writer",
+            ),
+            ("no message msg_0123456789abCD", "no message <id>"),
+            ("turn ses_short stays", "turn ses_short stays"),
+        ] {
+            assert_eq!(without_ids(text), read, "{text}");
+        }
     }
 
     #[test]
