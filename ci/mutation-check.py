@@ -313,8 +313,8 @@ MUTATIONS = [
        "        let (plan, targets, operation_id) = match self.plan_and_begin(command).await {\n")],
      "@rule:realtime.failure-specific-errors"),
     ("seq-from-visible-count", MESSAGES,
-     [("SELECT workspace_id, latest_seq FROM scopes WHERE id = $1 FOR UPDATE",
-       "SELECT workspace_id, visible_message_count AS latest_seq FROM scopes WHERE id = $1 FOR UPDATE")],
+     [("SELECT workspace_id, latest_seq, archived_at IS NOT NULL FROM scopes WHERE id = $1",
+       "SELECT workspace_id, visible_message_count AS latest_seq, archived_at IS NOT NULL FROM scopes WHERE id = $1")],
      "@rule:recompute.no-seq-reuse"),
     # Scrub, clamp and recompute that reach past the suffix (spec 6.1-6.3): the rows of earlier
     # messages, other scopes and other conversations must stay as they were.
