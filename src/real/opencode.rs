@@ -607,8 +607,6 @@ pub struct OpenCodeHome {
     pub env: Vec<(String, String)>,
     /// The working directory (holding `opencode.json`).
     pub cwd: PathBuf,
-    /// Where it runs.
-    pub host: super::host::RuntimeHost,
 }
 
 #[cfg(test)]

@@ -360,7 +360,6 @@ impl RealScenario {
                 )
                 .collect(),
             cwd: layout.opencode_cwd.clone(),
-            host: host.clone(),
         };
         let server = Server::start_on(&host, &home.program, &home.env, &home.cwd).await?;
         let proxy = JournalingProxy::start(
