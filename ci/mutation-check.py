@@ -17,6 +17,11 @@ starts with `real ` is checked with the rest of the expression on real runtime r
 (`run --runtimes real`; the releases are installed from the npm registry into the cache once):
 a breakage the release gate, which only real runtimes serve, must catch.
 
+A mutation of `client/rewind-client.js` breaks the reference browser client, which the client
+scenarios (`features/client.feature`) must catch: the harness is built with the `browser`
+feature, so the check needs Chromium and chromedriver (`apt-get install -y chromium
+chromium-driver`).
+
 Exit status: 0 when every mutation was caught, 1 when one survived, 2 on a setup error.
 """
 import os
@@ -47,6 +52,7 @@ GC = "reference-impl/src/gc.rs"
 ERROR = "reference-impl/src/error.rs"
 DELIVERY = "reference-impl/src/delivery.rs"
 DRIVER = "reference-impl/src/driver.rs"
+CLIENT = "client/rewind-client.js"
 
 # The readable gate left out, for the read-surface breakages: `ungated_message` reads one message
 # of a scope whatever its lifecycle (a surface's own query is ungated in place).
@@ -797,6 +803,55 @@ MUTATIONS = [
      [("    if held.iter().all(|id| id.as_str() < message_id) {",
        "    if held.iter().all(|id| id.as_str() < message_id) && held.is_empty() && !held.is_empty() {")],
      "@rule:inv.recovery-point-lifecycle"),
+    # The reference browser client (features/client.feature, section 8's client duties): each
+    # breakage is a client that gets one step of the rewind recovery or the stale guard wrong.
+    ("client-persists-cursor-before-generation-check", CLIENT,
+     [("      if (!page) return;\n      if (generation !== this.generation) {",
+       "      if (!page) return;\n      if (page.cursor) localStorage.setItem(CURSOR_KEY(this.scopeId), page.cursor);\n"
+       "      if (generation !== this.generation) {")],
+     "@rule:realtime.client-stale-return-early"),
+    ("client-follows-hasmore-on-stale-page", CLIENT,
+     [("      if (generation !== this.generation) {\n        this.stale();\n        return;",
+       "      if (generation !== this.generation) {\n        this.stale();\n"
+       "        if (page.hasMore) this.post(\"/sync/messages\", { scopeId: this.scopeId, cursor: page.cursor });\n        return;")],
+     "@rule:realtime.client-stale-return-early"),
+    ("client-queues-two-syncs", CLIENT,
+     [("      this.freshQueued = false;\n      this.sync();", "      this.freshQueued = false;\n      this.sync();\n      this.sync();")],
+     "@rule:realtime.client-stale-queue-fresh-sync"),
+    ("client-skips-search-refetch", CLIENT,
+     [("      this.query === null\n", "      this.query === null || this.generation > 0\n")],
+     "@rule:realtime.client-refresh-surfaces"),
+    ("client-bootstraps-before-refetch", CLIENT,
+     [("    await this.refreshAll();\n    // 4. A fresh syncGap under the new generation.\n    await this.sync();",
+       "    await this.sync();\n    await this.refreshAll();")],
+     "@rule:realtime.client-recovery-order"),
+    ("client-clears-cursor-after-refetch", CLIENT,
+     [("    this.cursor = null;\n    localStorage.removeItem(CURSOR_KEY(this.scopeId));\n", ""),
+      ("    await this.refreshAll();\n    // 4. A fresh syncGap",
+       "    await this.refreshAll();\n    this.cursor = null;\n    localStorage.removeItem(CURSOR_KEY(this.scopeId));\n    // 4. A fresh syncGap")],
+     "@rule:realtime.client-recovery-order"),
+    ("client-keeps-cursor-across-rewind", CLIENT,
+     [("    this.cursor = null;\n    localStorage.removeItem(CURSOR_KEY(this.scopeId));\n", "")],
+     "@rule:realtime.client-cursor-rewind-boundary"),
+    ("client-keeps-resume-generation", CLIENT,
+     [("    this.generation += 1;\n    this.outstanding.clear();\n", "")],
+     "@rule:realtime.client-stale-responses-guarded"),
+    ("client-ignores-rewound-while-recovering", CLIENT,
+     [("  async recover() {\n", "  async recover() {\n    if (this.recovering) return;\n    this.recovering = true;\n"),
+      ("    // 4. A fresh syncGap under the new generation.\n    await this.sync();\n",
+       "    // 4. A fresh syncGap under the new generation.\n    await this.sync();\n    this.recovering = false;\n")],
+     "@rule:realtime.client-recovery-order"),
+    ("client-applies-refetch-of-an-older-generation", CLIENT,
+     [("if (!body || this.latest.get(surface) !== number || generation !== this.generation) return;",
+       "if (!body) return;")],
+     "@rule:realtime.client-recovery-order"),
+    ("client-recovers-on-notice-event-only", CLIENT,
+     [("        if (payload.scopeId === this.scopeId || payload.rewindScopeId === this.scopeId) {\n          this.recover();\n        }",
+       "        break;"),
+      ("        if (payload.scopeId === this.scopeId) {\n          this.resume();",
+       "        if (JSON.stringify(payload).includes(\"rewind-notice:\")) this.recover();\n"
+       "        if (payload.scopeId === this.scopeId) {\n          this.resume();")],
+     "@rule:realtime.notice-recovery-via-refetch"),
 ]
 
 
@@ -896,7 +951,7 @@ def main():
     env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("MUTANTS_TARGET_DIR", os.path.join(work, "target")))
     binary = os.path.join(env["CARGO_TARGET_DIR"], "debug", "rewind-conformance")
     print(f"mutation-check: {len(selected)} mutations in {work}", flush=True)
-    if run(["cargo", "build", "-q", "--bin", "rewind-conformance"], work, env, quiet=False) != 0:
+    if run(["cargo", "build", "-q", "--features", "browser", "--bin", "rewind-conformance"], work, env, quiet=False) != 0:
         return 2
     if run([binary, "run", "-c", "4"], work, env) != 0:
         print("mutation-check: the unmutated suite does not pass; fix that first", file=sys.stderr)
@@ -923,7 +978,7 @@ def main():
                 f.write(mutated)
         started = time.time()
         try:
-            if run(["cargo", "build", "-q", "--bin", "rewind-conformance"], work, env) != 0:
+            if run(["cargo", "build", "-q", "--features", "browser", "--bin", "rewind-conformance"], work, env) != 0:
                 verdict = "BUILD FAILED (mutation is invalid)"
                 missed += 1
             else:

@@ -21,7 +21,12 @@ pub const OWNER_FILE: &str = ".rewind-owner";
 pub const PIDS_DIR: &str = ".rewind-pids";
 
 /// Prefixes of the directories the harness makes under the temporary directory.
-pub const DIR_PREFIXES: [&str; 3] = ["rewind-pg-", "rewind-mock-bin-", "rewind-mocks-"];
+pub const DIR_PREFIXES: [&str; 4] = [
+    "rewind-pg-",
+    "rewind-mock-bin-",
+    "rewind-mocks-",
+    "rewind-browser-",
+];
 
 /// A process, identified so that a recycled process id does not match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,8 @@
 //! [`fixtures`]), provisioning the shared PostgreSQL ([`postgres`]) and driving an implementation
 //! through the [`sut`] contract. The binary adds the command line and the Gherkin step library.
 
+#[cfg(feature = "browser")]
+pub mod browser;
 pub mod bundled;
 pub mod catalog;
 pub mod expectations;

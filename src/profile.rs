@@ -44,12 +44,14 @@ use serde_saphyr::Spanned;
 pub const RUNTIMES: [&str; 4] = ["codex", "claude", "opencode", "builtin"];
 
 /// The optional surfaces other than the read surfaces: the member read state (cursor, visible
-/// tail, unread count), message sync, the recovery point GC, live delivery to agent runtimes.
-const OTHER_SURFACES: [&str; 4] = [
+/// tail, unread count), message sync, the recovery point GC, live delivery to agent runtimes,
+/// and a browser client (the client scenarios of section 8, `protocol/CLIENT.md`).
+const OTHER_SURFACES: [&str; 5] = [
     "read-state",
     "message-sync",
     "recovery-point-gc",
     "delivery",
+    "browser-client",
 ];
 
 /// The read surfaces: the names on the wire of the driver protocol's `ReadSurface`.
@@ -151,6 +153,7 @@ impl CapabilityProfile {
             ("message-sync", cfg!(feature = "message-sync")),
             ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
             ("delivery", cfg!(feature = "delivery")),
+            ("browser-client", cfg!(feature = "browser")),
             ("history", cfg!(feature = "history")),
             ("message", cfg!(feature = "message")),
             ("search", cfg!(feature = "search")),
@@ -415,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_features_declare_everything() {
+    fn the_default_features_declare_everything_but_a_browser_client() {
         // `cargo test` builds with the default features.
         if cfg!(all(
             feature = "codex",
@@ -429,7 +432,12 @@ mod tests {
             feature = "read-surfaces"
         )) {
             let compiled = CapabilityProfile::compiled();
-            let all = CapabilityProfile::everything();
+            let mut all = CapabilityProfile::everything();
+            // A browser client is the one surface the defaults leave out: the tier needs
+            // Chromium and chromedriver, so it is built only with the `browser` feature.
+            if !cfg!(feature = "browser") {
+                all.surfaces.remove("browser-client");
+            }
             assert_eq!(compiled.runtimes, all.runtimes);
             assert_eq!(compiled.surfaces, all.surfaces);
         }

@@ -26,6 +26,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("end_to_end", include_str!("suite/steps/end_to_end.rs")),
     ("runtime", include_str!("suite/steps/runtime.rs")),
     ("realtime", include_str!("suite/steps/realtime.rs")),
+    ("client", include_str!("suite/steps/client.rs")),
     ("race", include_str!("suite/steps/race.rs")),
     ("storm", include_str!("suite/steps/storm.rs")),
     ("db_faults", include_str!("suite/steps/db_faults.rs")),

@@ -324,6 +324,15 @@ pub(crate) struct RunArgs {
         default_value = "local"
     )]
     pub(super) runtime_host: String,
+    /// The browser client under test in the client scenarios (`features/client.feature`, run
+    /// when the `browser-client` surface is declared): an ES module file, or an `http(s)://`
+    /// URL the page imports; it implements `protocol/CLIENT.md`. Default: the reference client.
+    #[arg(
+        long = "client-module",
+        env = "REWIND_CLIENT_MODULE",
+        value_name = "PATH|URL"
+    )]
+    pub(super) client_module: Option<String>,
     /// Keep every scenario database after the run, for debugging, and print their names and how
     /// to connect (the embedded PostgreSQL or the container is left running).
     #[arg(long)]

@@ -547,6 +547,19 @@ pub(crate) async fn run_on_server(
         );
     }
     let applicability = Arc::new(applicability);
+    #[cfg(not(feature = "browser"))]
+    if args.client_module.is_some() || applicability.declares("browser-client") {
+        anyhow::bail!(
+            "{} the browser client scenarios, which this harness was built without: build it \
+             with `--features browser` (they need Chromium and chromedriver: `apt-get install -y \
+             chromium chromium-driver` on Debian)",
+            if args.client_module.is_some() {
+                "`--client-module` names the client of"
+            } else {
+                "the profile declares the `browser-client` surface, which asks for"
+            }
+        );
+    }
     let context_programs_real = programs.real().is_some();
     let context = Arc::new(RunContext {
         applicability: Arc::clone(&applicability),
@@ -575,6 +588,8 @@ pub(crate) async fn run_on_server(
         leak_allow,
         leaks: Mutex::new(Default::default()),
         scan_times: Mutex::new(Vec::new()),
+        #[cfg(feature = "browser")]
+        browser: browser_setup(args, &applicability).await?,
     });
     let options = SuiteOptions {
         features: args.paths.features.clone(),
@@ -666,4 +681,33 @@ async fn real_programs(
     .await
     .context("installing the real runtimes")?
     .context("installing the real runtimes")
+}
+
+/// The browser tier's setup when the profile declares the `browser-client` surface: Chromium and
+/// chromedriver are found (or the run stops, saying how to install them), and screenshots go
+/// under `<report-dir>/client`.
+#[cfg(feature = "browser")]
+async fn browser_setup(
+    args: &super::args::RunArgs,
+    applicability: &Applicability,
+) -> anyhow::Result<Option<Arc<rewind_conformance::browser::ClientSetup>>> {
+    if !applicability.declares("browser-client") {
+        if args.client_module.is_some() {
+            anyhow::bail!(
+                "`--client-module` names the browser client of the client scenarios, but the \
+                 profile does not declare the `browser-client` surface"
+            );
+        }
+        return Ok(None);
+    }
+    let artifacts = args.report_dir.as_ref().map(|dir| dir.join("client"));
+    let setup =
+        rewind_conformance::browser::ClientSetup::new(args.client_module.as_deref(), artifacts)
+            .context("setting up the browser client scenarios")?;
+    let (chromium, chromedriver) = setup.programs.versions().await?;
+    eprintln!(
+        "browser client: {}, in {chromium} driven by {chromedriver}",
+        setup.module_origin
+    );
+    Ok(Some(Arc::new(setup)))
 }

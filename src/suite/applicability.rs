@@ -38,6 +38,9 @@ pub struct NotApplicable {
     pub tags: Vec<String>,
 }
 
+/// The step that opens a client scenario's page.
+const BROWSER_STEP: &str = r#"^the browser shows scope "[^"]+" to human "#;
+
 /// Steps that read through an optional surface, by surface (the read surfaces' step is added
 /// per surface in [`Applicability::new`]).
 const SURFACE_STEPS: &[(&str, &str)] = &[
@@ -56,6 +59,15 @@ const SURFACE_STEPS: &[(&str, &str)] = &[
         r#"^the read cursor of human "[^"]+" in scope "#,
     ),
     ("message-sync", r#"^human "[^"]+" syncs scope "#),
+    // The client scenarios: a browser client, and the implementation's surfaces its page shows
+    // (`protocol/CLIENT.md`: the gateway answers the page through them).
+    ("browser-client", BROWSER_STEP),
+    ("message-sync", BROWSER_STEP),
+    ("read-state", BROWSER_STEP),
+    ("history", BROWSER_STEP),
+    ("search", BROWSER_STEP),
+    ("share-cards", BROWSER_STEP),
+    ("conversation-index", BROWSER_STEP),
     ("message-sync", r#"^the sync page holds "#),
     (
         "recovery-point-gc",
@@ -232,6 +244,11 @@ impl Applicability {
                 .find(|(re, _)| re.is_match(&step.value))
                 .map(|(_, why)| format!("real runtimes: {why}"))
         })
+    }
+
+    /// Whether the profile declares optional surface `surface`.
+    pub fn declares(&self, surface: &str) -> bool {
+        self.profile.surfaces.contains(surface)
     }
 
     /// The declared profile.

@@ -371,6 +371,13 @@ pub async fn run_suite(
                             matrix.add(&observed);
                         }
                     }
+                    // The page first: a failed scenario saves its DOM, screenshot and traffic.
+                    #[cfg(feature = "browser")]
+                    if let Some(session) = world.browser.session.take() {
+                        if let Err(e) = session.finish(passed).await {
+                            eprintln!("closing the browser of `{}`: {e:#}", world.scenario);
+                        }
+                    }
                     // Tear down first: the detach is a call too, and its violations count.
                     world.teardown().await;
                     let seen = world.violations.list();

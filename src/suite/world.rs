@@ -63,6 +63,9 @@ pub struct RunContext {
     pub leaks: Mutex<BTreeMap<(String, usize), Vec<String>>>,
     /// How long each leak scan took.
     pub scan_times: Mutex<Vec<Duration>>,
+    /// The browser client tier's setup, when the `browser-client` surface is declared.
+    #[cfg(feature = "browser")]
+    pub browser: Option<Arc<rewind_conformance::browser::ClientSetup>>,
 }
 
 impl RunContext {
@@ -129,6 +132,9 @@ pub struct Attached {
 pub struct RewindWorld {
     /// Set by the first `Given the conversation ...` step.
     pub attached: Option<Attached>,
+    /// The scenario's page in the browser, if it opened one.
+    #[cfg(feature = "browser")]
+    pub browser: crate::suite::steps::client::BrowserState,
     /// The scenario's mock runtimes (set with `attached`).
     pub mocks: Option<MockRuntimes>,
     /// The last message-sync page read.
@@ -405,7 +411,11 @@ impl RewindWorld {
     /// Collects the events the implementation published since the last collection.
     pub async fn collect_events(&mut self) -> anyhow::Result<()> {
         let events = self.attached()?.api.take_events().await?;
+        #[cfg(feature = "browser")]
+        let from = self.events.len();
         self.events.extend(events);
+        #[cfg(feature = "browser")]
+        crate::suite::steps::client::forward_events(self, from);
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 /// Every variable the harness reads for a run's options.
-pub const HARNESS_ENV: [&str; 8] = [
+pub const HARNESS_ENV: [&str; 9] = [
     "REWIND_DATABASE_URL",
     "REWIND_SUT_URL",
     "REWIND_PROFILE",
@@ -13,6 +13,7 @@ pub const HARNESS_ENV: [&str; 8] = [
     "REWIND_DURATIONS",
     "REWIND_SUITE",
     "REWIND_REFERENCE_VARIANT",
+    "REWIND_CLIENT_MODULE",
 ];
 
 /// Removes [`HARNESS_ENV`] from `command`'s environment.

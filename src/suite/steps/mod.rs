@@ -6,6 +6,8 @@
 //! [`ConversationApi`]: rewind_conformance::sut::ConversationApi
 
 mod bad_input;
+#[cfg(feature = "browser")]
+pub mod client;
 mod db_faults;
 mod delivery;
 mod end_to_end;

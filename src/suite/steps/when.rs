@@ -49,6 +49,8 @@ pub(super) async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> a
     if world.started.is_none() {
         mark_before(world).await?;
     }
+    #[cfg(feature = "browser")]
+    super::client::before_rewind(world).await?;
     let api = Arc::clone(&world.attached()?.api);
     let limit = rewind_timeout();
     let response = tokio::time::timeout(limit, api.rewind(&request))
@@ -60,6 +62,14 @@ pub(super) async fn rewind(world: &mut RewindWorld, request: RewindRequest) -> a
                 limit.as_secs()
             )
         })??;
+    #[cfg(feature = "browser")]
+    super::client::after_rewind(
+        world,
+        matches!(
+            response,
+            rewind_conformance::sut::RewindResponse::Completed { .. }
+        ),
+    );
     world.record_answer(request, response);
     world.collect_events().await?;
     world.events_mark = Some(world.events.len());

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The browser client tier (features/client.feature): the reference browser client in Debian's
+# headless Chromium, driven over WebDriver, against the reference implementation in process and
+# then over the driver protocol (the reference server), each run saving its screenshots.
+#
+#   ci/browser-client.sh [run options...]
+#
+# Needs `chromium` and `chromium-driver` (Debian). Reports go to target/ci/client-in-process/
+# and target/ci/client-http/ (`--report-dir`: screenshots under client/<scenario>/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/ci
+mkdir -p "$out"
+harness=target/debug/rewind-conformance
+
+cargo build --features browser --bin rewind-conformance -p rewind-conformance
+cargo build --bin rewind-reference-server -p rewind-reference
+
+echo "browser-client: the client scenarios in process"
+started=$(date +%s)
+"$harness" run --tags @client --report-dir "$out/client-in-process" "$@"
+echo "browser-client: in process in $(( $(date +%s) - started ))s"
+
+started=$(date +%s)
+ci/run-against-server.sh client-http --tags @client --report-dir "$out/client-http" "$@" -- \
+    target/debug/rewind-reference-server --listen 127.0.0.1:0
+echo "browser-client: over the driver protocol in $(( $(date +%s) - started ))s"
