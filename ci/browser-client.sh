@@ -6,14 +6,16 @@
 #   ci/browser-client.sh [run options...]
 #
 # Needs `chromium` and `chromium-driver` (Debian). Reports go to target/ci/client-in-process/
-# and target/ci/client-http/ (`--report-dir`: screenshots under client/<scenario>/).
+# and target/ci/client-http/ (`--report-dir`: screenshots under client/<scenario>/). The harness
+# is built with the features in REWIND_CI_FEATURES (default `browser`; it must include it), so
+# that a CI job reuses the build its other steps made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/ci
 mkdir -p "$out"
 harness=target/debug/rewind-conformance
 
-cargo build --features browser --bin rewind-conformance -p rewind-conformance
+cargo build --features "${REWIND_CI_FEATURES:-browser}" --bin rewind-conformance -p rewind-conformance
 cargo build --bin rewind-reference-server -p rewind-reference
 
 echo "browser-client: the client scenarios in process"

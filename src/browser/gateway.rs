@@ -1052,3 +1052,28 @@ async fn serve_socket(shared: Arc<Shared>, mut socket: WebSocket) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_parses_from_its_name_and_an_unknown_one_lists_the_known() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::parse(kind.name()).expect("known"), kind);
+        }
+        let err = Kind::parse("syncgap")
+            .expect_err("names are exact")
+            .to_string();
+        assert!(
+            err.contains("`syncgap`") && err.contains("syncGap, syncMessages"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn cursor_token_words_are_distinct() {
+        let words: std::collections::BTreeSet<u32> = (1..1000).map(rand_word).collect();
+        assert_eq!(words.len(), 999, "distinct tokens for distinct issues");
+    }
+}

@@ -408,7 +408,7 @@ async fn shows_what_implementation_shows(world: &mut RewindWorld) -> anyhow::Res
     session.settle().await?;
     let want = expected(world).await?;
     let searched = world.browser.query.is_some();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let deadline = tokio::time::Instant::now() + SHOW_LIMIT;
     loop {
         let shown = session.shown().await?;
         let got = seen(&shown, searched);
@@ -459,7 +459,18 @@ fn since_rewind(world: &RewindWorld) -> anyhow::Result<(u32, Vec<Exchange>)> {
 /// after the rewind`: each surface the page shows was asked for again.
 #[then("the browser refetched the conversation, summary, unread, search, share-cards and tasks after the rewind")]
 async fn refetched(world: &mut RewindWorld) -> anyhow::Result<()> {
-    session(world)?.settle().await?;
+    let session = session(world)?;
+    let (epoch, _) = since_rewind(world)?;
+    // A client may refetch a little later (a debounce): each kind gets the show limit.
+    for kind in Kind::REFETCHED {
+        let _ = session
+            .gateway
+            .wait_for(0, kind.name(), SHOW_LIMIT, |e| {
+                e.epoch == epoch && e.kind == kind
+            })
+            .await;
+    }
+    session.settle().await?;
     let (_, after) = since_rewind(world)?;
     let missing: Vec<&str> = Kind::REFETCHED
         .iter()
@@ -520,7 +531,15 @@ async fn no_old_cursor(world: &mut RewindWorld) -> anyhow::Result<()> {
 /// `Then the browser bootstrapped its fresh syncGap only after every refetch`.
 #[then("the browser bootstrapped its fresh syncGap only after every refetch")]
 async fn bootstrap_after_refetch(world: &mut RewindWorld) -> anyhow::Result<()> {
-    session(world)?.settle().await?;
+    let session = session(world)?;
+    let (epoch, _) = since_rewind(world)?;
+    let _ = session
+        .gateway
+        .wait_for(0, "syncGap", SHOW_LIMIT, |e| {
+            e.epoch == epoch && e.kind == Kind::SyncGap
+        })
+        .await;
+    session.settle().await?;
     let (_, after) = since_rewind(world)?;
     let gap = after
         .iter()
@@ -759,9 +778,18 @@ async fn merged_nothing(world: &mut RewindWorld) -> anyhow::Result<()> {
 #[then("the browser started exactly one fresh sync after the stale page arrived")]
 async fn one_fresh_sync(world: &mut RewindWorld) -> anyhow::Result<()> {
     let session = session(world)?;
-    session.settle().await?;
     let stale = released_stale(world)?;
     let arrived = stale.delivered_ms.unwrap_or(0);
+    // The queued sync may start a little later (a debounce): it gets the show limit, then the
+    // page must settle, and whatever it started by then is counted.
+    let _ = session
+        .gateway
+        .wait_for(0, "sync", SHOW_LIMIT, |e| {
+            e.at_ms >= arrived
+                && matches!(e.kind, Kind::SyncGap | Kind::SyncMessages | Kind::Resume)
+        })
+        .await;
+    session.settle().await?;
     let epoch = session.gateway.epoch();
     let journal = session.gateway.journal();
     // A request that continues a `hasMore` answer of the current epoch (HTTP or websocket)
