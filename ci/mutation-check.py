@@ -810,6 +810,11 @@ MUTATIONS = [
        "      if (!page) return;\n      if (page.cursor) localStorage.setItem(CURSOR_KEY(this.scopeId), page.cursor);\n"
        "      if (generation !== this.generation) {")],
      "@rule:realtime.client-stale-return-early"),
+    ("client-persists-resume-cursor-before-generation-check", CLIENT,
+     [("    this.outstanding.delete(frame.requestId);\n",
+       "    this.outstanding.delete(frame.requestId);\n"
+       "    if (frame.cursor) localStorage.setItem(CURSOR_KEY(this.scopeId), frame.cursor);\n")],
+     "@rule:realtime.client-stale-return-early"),
     ("client-follows-hasmore-on-stale-page", CLIENT,
      [("      if (generation !== this.generation) {\n        this.stale();\n        return;",
        "      if (generation !== this.generation) {\n        this.stale();\n"

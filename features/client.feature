@@ -61,10 +61,14 @@ Feature: The browser client's rewind recovery (spec section 8, client side)
     When human "alice" rewinds to before message "w-4"
     Then the rewind completes
     And the browser shows what the implementation shows
-    When the network releases everything it holds
+    Given the network holds every "syncGap" and "syncMessages"
+    When the network releases everything it holds of "syncMessages"
     Then the stale "syncMessages" page was delivered after the rewind
     And the browser merged nothing of the stale page
-    And no sync request after the rewind carried a cursor from before it
+    And the browser keeps no message-sync cursor from before the rewind
+    When the network passes every "syncGap" and "syncMessages" again
+    And the network releases everything it holds
+    Then no sync request after the rewind carried a cursor from before it
     And the browser keeps no message-sync cursor from before the rewind
     And the browser started exactly one fresh sync after the stale page arrived
     And the browser shows what the implementation shows
@@ -79,10 +83,14 @@ Feature: The browser client's rewind recovery (spec section 8, client side)
     When human "alice" rewinds to before message "w-4"
     Then the rewind completes
     And the browser shows what the implementation shows
-    When the network releases everything it holds
+    Given the network holds every "syncGap", "syncMessages" and "sync:resume:response"
+    When the network releases everything it holds of "sync:resume:response"
     Then the stale "sync:resume:response" page was delivered after the rewind
     And the browser merged nothing of the stale page
-    And no sync request after the rewind carried a cursor from before it
+    And the browser keeps no message-sync cursor from before the rewind
+    When the network passes every "syncGap", "syncMessages" and "sync:resume:response" again
+    And the network releases everything it holds
+    Then no sync request after the rewind carried a cursor from before it
     And the browser keeps no message-sync cursor from before the rewind
     And the browser started exactly one fresh sync after the stale page arrived
     And the browser shows what the implementation shows

@@ -194,28 +194,21 @@ async fn searched(world: &mut RewindWorld, query: String) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// `Given the network holds every "conversation", "summary" and "unread"`.
-#[given(regex = r#"^the network holds every (".*)$"#)]
-async fn holds_every(world: &mut RewindWorld, names: String) -> anyhow::Result<()> {
-    set_rules(world, &names, Rule::Hold)
-}
-
-/// `Given the network holds the next "syncMessages"`: one, then they pass again.
-#[given(regex = r#"^the network holds the next (".*)$"#)]
-async fn holds_next(world: &mut RewindWorld, names: String) -> anyhow::Result<()> {
-    set_rules(world, &names, Rule::HoldNext)
-}
-
-/// `Given the network drops every "message.created"`.
-#[given(regex = r#"^the network drops every (".*)$"#)]
-async fn drops_every(world: &mut RewindWorld, names: String) -> anyhow::Result<()> {
-    set_rules(world, &names, Rule::Drop)
-}
-
-/// `Given the network duplicates every "conversation:rewound"`.
-#[given(regex = r#"^the network duplicates every (".*)$"#)]
-async fn duplicates_every(world: &mut RewindWorld, names: String) -> anyhow::Result<()> {
-    set_rules(world, &names, Rule::Duplicate)
+/// `Given the network holds every "conversation", "summary" and "unread"`; also `holds the next`
+/// (one, then they pass again), `drops every` and `duplicates every` (a frame is sent twice).
+#[given(regex = r#"^the network (holds every|holds the next|drops every|duplicates every) (".*)$"#)]
+async fn network_rule(
+    world: &mut RewindWorld,
+    action: String,
+    names: String,
+) -> anyhow::Result<()> {
+    let rule = match action.as_str() {
+        "holds every" => Rule::Hold,
+        "holds the next" => Rule::HoldNext,
+        "drops every" => Rule::Drop,
+        _ => Rule::Duplicate,
+    };
+    set_rules(world, &names, rule)
 }
 
 /// `When the network passes every "conversation" and "summary" again`: what it holds stays held.
@@ -248,11 +241,11 @@ async fn releases(
     if !newest_first.is_empty() {
         numbers.reverse();
     }
+    // Releasing everything when nothing is held is a no-op; a kind named must be held.
     ensure!(
-        !numbers.is_empty(),
-        "the network holds nothing{}",
-        only.map(|k| format!(" of `{}`", k.name()))
-            .unwrap_or_default()
+        only.is_none() || !numbers.is_empty(),
+        "the network holds nothing of `{}`",
+        only.map(Kind::name).unwrap_or_default()
     );
     session.gateway.release(&numbers)
 }
