@@ -292,7 +292,9 @@ class RewindClient {
 
   async request(path, init) {
     try {
-      const response = await fetch(this.api + path, init);
+      // Live data: never from the HTTP cache (which would also make a second request for the
+      // same URL wait for the first).
+      const response = await fetch(this.api + path, { ...init, cache: "no-store" });
       if (!response.ok) return null;
       return await response.json();
     } catch {

@@ -218,7 +218,8 @@ async fn passes_again(world: &mut RewindWorld, names: String) -> anyhow::Result<
 }
 
 /// `When the network releases everything it holds [of "sync:resume:response"]`, oldest first,
-/// or with `, newest first` in the reverse order (a late answer overtaken by a newer one).
+/// or with `, newest first` in the reverse order (a late answer overtaken by a newer one), one
+/// at a time: the page settles after each before the next is released.
 #[when(regex = r#"^the network releases everything it holds(?: of "([^"]+)")?(, newest first)?$"#)]
 async fn releases(
     world: &mut RewindWorld,
@@ -247,7 +248,15 @@ async fn releases(
         "the network holds nothing of `{}`",
         only.map(Kind::name).unwrap_or_default()
     );
-    session.gateway.release(&numbers)
+    // One at a time, the page settling in between: answers released together would reach it in
+    // whatever order their connections deliver them.
+    for (i, n) in numbers.iter().enumerate() {
+        if i > 0 {
+            session.settle().await?;
+        }
+        session.gateway.release(&[*n])?;
+    }
+    Ok(())
 }
 
 /// `Then the network holds 1 "sync:resume:response"`: waits for the page to ask for it.
