@@ -313,12 +313,18 @@ class RewindClient {
       </section>
       <aside>
         <h3>Search</h3>
+        <form class="search"><input name="q" type="search" placeholder="Search this conversation"></form>
         <ol data-rewind-list="search"></ol>
         <h3>Share cards</h3>
         <ol data-rewind-list="share-cards"></ol>
         <h3>Tasks</h3>
         <ol data-rewind-list="tasks"></ol>
       </aside>`;
+    const form = this.root.querySelector("form.search");
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.search(form.elements.q.value);
+    });
     this.render();
   }
 
@@ -339,6 +345,8 @@ class RewindClient {
     list("search", this.searchHits);
     list("share-cards", this.shareCards);
     list("tasks", this.tasks.map((t) => ({ id: t.messageId || t.id, content: t.title || "" })));
+    const input = this.root.querySelector("form.search input");
+    if (input && this.query !== null && document.activeElement !== input) input.value = this.query;
     const unread = this.root.querySelector("[data-rewind-unread]");
     if (unread) unread.textContent = this.unread === null ? "" : String(this.unread);
     const summary = this.root.querySelector("[data-rewind-summary]");
