@@ -692,39 +692,9 @@ async fn no_old_cursor_used(world: &mut RewindWorld) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The held sync answer from before the rewind that was delivered after it.
-fn stale_answer(world: &RewindWorld, kind: Kind) -> anyhow::Result<Exchange> {
-    let session = session(world)?;
-    let epoch = session.gateway.epoch();
-    let started = session.gateway.epoch_started_ms();
-    session
-        .gateway
-        .journal()
-        .into_iter()
-        .find(|e| e.kind == kind && e.epoch < epoch && e.delivered_ms.is_some_and(|d| d >= started))
-        .ok_or_else(|| {
-            anyhow!(
-                "no `{}` from before the rewind was delivered after it",
-                kind.name()
-            )
-        })
-}
-
-/// `Then the stale "syncMessages" page was delivered after the rewind`.
-#[then(expr = "the stale {string} page was delivered after the rewind")]
-async fn stale_delivered(world: &mut RewindWorld, kind: String) -> anyhow::Result<()> {
-    let kind = Kind::parse(&kind)?;
-    let stale = stale_answer(world, kind)?;
-    ensure!(
-        !stale.message_ids.is_empty(),
-        "the stale `{}` carried no message, so it checks nothing",
-        kind.name()
-    );
-    Ok(())
-}
-
-/// The stale answer the scenario released.
-fn released_stale(world: &RewindWorld) -> anyhow::Result<Exchange> {
+/// The first answer of `kinds` from before the rewind that was delivered after it (a held one
+/// the scenario released).
+fn stale_answer(world: &RewindWorld, kinds: &[Kind]) -> anyhow::Result<Exchange> {
     let session = session(world)?;
     let epoch = session.gateway.epoch();
     let started = session.gateway.epoch_started_ms();
@@ -733,13 +703,41 @@ fn released_stale(world: &RewindWorld) -> anyhow::Result<Exchange> {
         .journal()
         .into_iter()
         .find(|e| {
-            matches!(
-                e.kind,
-                Kind::SyncMessages | Kind::SyncGap | Kind::ResumeResponse
-            ) && e.epoch < epoch
+            kinds.contains(&e.kind)
+                && e.epoch < epoch
                 && e.delivered_ms.is_some_and(|d| d >= started)
         })
-        .ok_or_else(|| anyhow!("no sync answer from before the rewind was delivered after it"))
+        .ok_or_else(|| {
+            anyhow!(
+                "no {} from before the rewind was delivered after it",
+                kinds
+                    .iter()
+                    .map(|k| format!("`{}`", k.name()))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        })
+}
+
+/// `Then the stale "syncMessages" page was delivered after the rewind`.
+#[then(expr = "the stale {string} page was delivered after the rewind")]
+async fn stale_delivered(world: &mut RewindWorld, kind: String) -> anyhow::Result<()> {
+    let kind = Kind::parse(&kind)?;
+    let stale = stale_answer(world, &[kind])?;
+    ensure!(
+        !stale.message_ids.is_empty(),
+        "the stale `{}` carried no message, so it checks nothing",
+        kind.name()
+    );
+    Ok(())
+}
+
+/// The stale sync answer the scenario released.
+fn released_stale(world: &RewindWorld) -> anyhow::Result<Exchange> {
+    stale_answer(
+        world,
+        &[Kind::SyncMessages, Kind::SyncGap, Kind::ResumeResponse],
+    )
 }
 
 /// `Then the browser merged nothing of the stale page`: no message it carried that the
