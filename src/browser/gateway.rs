@@ -117,14 +117,6 @@ impl Kind {
             })
     }
 
-    /// Whether it is a message-sync request or response (HTTP or websocket).
-    pub fn is_sync(self) -> bool {
-        matches!(
-            self,
-            Kind::SyncGap | Kind::SyncMessages | Kind::Resume | Kind::ResumeResponse
-        )
-    }
-
     /// The surfaces section 8 says a client refetches after a rewind.
     pub const REFETCHED: [Kind; 6] = [
         Kind::Conversation,
@@ -354,11 +346,6 @@ impl Gateway {
     /// The current epoch.
     pub fn epoch(&self) -> u32 {
         self.shared.lock().epoch
-    }
-
-    /// The epoch cursor `token` was issued in, if the gateway issued it.
-    pub fn cursor_epoch(&self, token: &str) -> Option<u32> {
-        self.shared.lock().cursors.get(token).map(|c| c.1)
     }
 
     /// Every cursor the gateway issued before epoch `epoch`.
@@ -844,8 +831,7 @@ struct SyncBody {
     cursor: Option<String>,
 }
 
-async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let _ = &shared;
+async fn page() -> Response {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
         include_str!("../../client/index.html"),

@@ -100,15 +100,6 @@ impl Shown {
     pub fn message_ids(&self) -> Vec<&str> {
         self.messages.iter().map(|m| m.0.as_str()).collect()
     }
-
-    /// Every text shown.
-    pub fn texts(&self) -> impl Iterator<Item = &str> {
-        self.messages
-            .iter()
-            .chain(&self.search)
-            .chain(&self.share_cards)
-            .map(|m| m.1.as_str())
-    }
 }
 
 /// Reads [`Shown`] off the page.
