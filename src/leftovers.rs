@@ -172,14 +172,19 @@ pub struct Reaped {
     pub dirs: Vec<PathBuf>,
 }
 
-/// Removes the harness directories under the temporary directory whose owner no longer runs,
+/// Removes the harness directories under the temporary directory (and the memory-backed one
+/// embedded clusters use, [`crate::postgres::memory_dir`]) whose owner no longer runs,
 /// killing the processes they list first. `stop_cluster` is given each embedded cluster's
 /// directory first: it stops the server, or answers `false` to keep the cluster.
 pub fn reap_stale(stop_cluster: &dyn Fn(&Path) -> bool) -> Reaped {
     let mut reaped = Reaped::default();
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return reaped;
-    };
+    let mut places = vec![std::env::temp_dir()];
+    places.extend(crate::postgres::memory_dir());
+    places.dedup();
+    let entries = places
+        .iter()
+        .filter_map(|place| std::fs::read_dir(place).ok())
+        .flatten();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(prefix) = DIR_PREFIXES.iter().find(|p| name.starts_with(**p)) else {

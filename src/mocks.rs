@@ -552,7 +552,8 @@ impl MockRuntimes {
                             }
                             _ => {
                                 return Err(bad(format!(
-                                    "entry `{id}`: a real runtime seeds an answer only right                                      after the input it answers"
+                                    "entry `{id}`: a real runtime seeds an answer only right \
+                                     after the input it answers"
                                 )))
                             }
                         },
@@ -560,7 +561,8 @@ impl MockRuntimes {
                 }
                 if turns.iter().any(|t| t.output.is_none()) {
                     return Err(bad(
-                        "a real runtime answers every input: each user entry needs the                          assistant entry after it"
+                        "a real runtime answers every input: each user entry needs the \
+                         assistant entry after it"
                             .to_owned(),
                     ));
                 }
@@ -779,7 +781,8 @@ impl MockRuntimes {
     fn not_on_real(&self, what: &str) -> Result<(), MockError> {
         match &self.real {
             Some(_) => Err(MockError::Unsupported(format!(
-                "{what} is a feature of the mock runtimes; the real runtimes of this run                  ({}) cannot do it",
+                "{what} is a feature of the mock runtimes; the real runtimes of this run \
+                 ({}) cannot do it",
                 self.real
                     .as_ref()
                     .map(|r| r.programs().describe())

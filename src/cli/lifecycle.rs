@@ -384,7 +384,10 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 
 /// What a suite run gathered besides its report: for the summary and the report files.
 pub(crate) struct RunStats {
-    pub(super) isolation: Vec<(Duration, Duration)>,
+    pub(super) isolation: Vec<crate::suite::isolation::IsolationTimes>,
+    /// How long the run waited for the databases of its first scenarios before starting them
+    /// (`None`: the fixtures were not seeded ahead, as on real runtimes).
+    pub(super) primed: Option<Duration>,
     pub(super) faults: FaultMatrix,
     /// The storm and database fault matrices that scenarios contributed to.
     pub(super) matrices: Vec<(
@@ -515,7 +518,6 @@ pub(crate) async fn run_on_server(
     template
         .instrument(rewind_conformance::inspect::STATEMENT_LOG_SQL)
         .await?;
-    template.start_prefetch(args.concurrency.max(1)).await;
     let exe = std::env::current_exe().context("finding this program (the mock runtimes)")?;
     let mut programs = rewind_conformance::mocks::MockPrograms::link(&exe)?;
     if args.runtimes == super::args::RuntimeKind::Real || profile.real_runtimes {
@@ -534,7 +536,8 @@ pub(crate) async fn run_on_server(
         .get("err.agent-unsupported")
         .and_then(|rule| rule.message.clone())
         .context("the catalog has no message for rule `err.agent-unsupported`")?;
-    let mut applicability = Applicability::new(profile, Arc::new(fixtures.clone()), unsupported);
+    let fixtures = Arc::new(fixtures);
+    let mut applicability = Applicability::new(profile, Arc::clone(&fixtures), unsupported);
     if let Some(real) = programs.real() {
         applicability = applicability.with_real_runtimes(
             [
@@ -561,6 +564,21 @@ pub(crate) async fn run_on_server(
         );
     }
     let context_programs_real = programs.real().is_some();
+    let programs = Arc::new(programs);
+    // Real runtimes choose the ids the database must hold: their scenarios seed their own.
+    let isolation = if context_programs_real {
+        template.start_prefetch(args.concurrency.max(1)).await;
+        None
+    } else {
+        let plan = fixture_plan(args, &applicability, only.as_ref())?;
+        Some(crate::suite::isolation::Isolation::new(
+            template.clone(),
+            Arc::clone(&programs),
+            Arc::clone(&fixtures),
+            plan,
+            AHEAD_PER_SLOT * args.concurrency.max(1),
+        ))
+    };
     let context = Arc::new(RunContext {
         applicability: Arc::clone(&applicability),
         programs,
@@ -569,6 +587,7 @@ pub(crate) async fn run_on_server(
         fixtures,
         catalog,
         keep_databases: args.keep_databases,
+        isolation,
         isolation_times: Mutex::new(Vec::new()),
         fault_results: Mutex::new(Vec::new()),
         matrix_results: Mutex::new(Vec::new()),
@@ -600,6 +619,11 @@ pub(crate) async fn run_on_server(
         only: only.map(Arc::new),
         expected,
     };
+    // The scenarios that start together find their databases made.
+    let primed = match &context.isolation {
+        Some(isolation) => Some(isolation.prime(args.concurrency.max(1)).await),
+        None => None,
+    };
     let report = run_suite(&options, Arc::clone(&context))
         .await
         .map(|mut report| {
@@ -614,6 +638,9 @@ pub(crate) async fn run_on_server(
             }
             report
         });
+    if let Some(isolation) = &context.isolation {
+        isolation.stop().await;
+    }
     context.programs.remove();
     let mut kept = Vec::new();
     if args.keep_databases {
@@ -644,6 +671,7 @@ pub(crate) async fn run_on_server(
         report?,
         RunStats {
             isolation,
+            primed,
             faults: FaultMatrix::from_results(&faults),
             matrices: crate::suite::matrix::from_results(&cells),
             compat: context.compat.lock().map(|m| m.clone()).unwrap_or_default(),
@@ -655,6 +683,32 @@ pub(crate) async fn run_on_server(
         },
     ))
 }
+
+/// The fixture of every scenario the run will start, in order: those the filters select, the
+/// shard holds and the profile lets run.
+fn fixture_plan(
+    args: &RunArgs,
+    applicability: &Applicability,
+    only: Option<&std::collections::HashSet<crate::suite::shard::Key>>,
+) -> anyhow::Result<Vec<String>> {
+    let scan = rewind_conformance::catalog::scan_features(&args.paths.features)
+        .with_context(|| format!("reading `{}`", args.paths.features.display()))?;
+    let tags = effective_tags(args)
+        .map(|t| t.parse::<cucumber::gherkin::tagexpr::TagOperation>())
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("bad tag expression: {e}"))?;
+    let name = args.name.as_deref().map(regex::Regex::new).transpose()?;
+    let selected = crate::suite::selection::select_running(
+        &scan.files,
+        tags.as_ref(),
+        name.as_ref(),
+        &|steps, tags| applicability.runs(steps, tags),
+    )?;
+    Ok(crate::suite::selection::fixture_plan(&selected, only))
+}
+
+/// How many scenario databases are made ahead per scenario the run may have under way.
+const AHEAD_PER_SLOT: usize = 2;
 
 /// The restore limit handed to the implementation on real runtimes, unless one is given.
 const REAL_RESTORE_TIMEOUT_MS: u64 = 30_000;

@@ -116,13 +116,46 @@ pub(super) fn print_summary(
         v.sort();
         v.get(v.len() / 2).map(|d| d.as_secs_f64() * 1000.0)
     };
-    let clones = median(stats.isolation.iter().map(|t| t.0).collect());
-    let waits = median(stats.isolation.iter().map(|t| t.1).collect());
-    if let (Some(clone), Some(wait)) = (clones, waits) {
+    let times = &stats.isolation;
+    let of = |pick: fn(&crate::suite::isolation::IsolationTimes) -> Duration| {
+        crate::suite::isolation::median_and_p90(times.iter().map(pick).collect())
+    };
+    if let (Some(total), Some(wait), Some(prepare), Some(attach), Some(clone)) = (
+        of(|t| t.total),
+        of(|t| t.wait),
+        of(|t| t.prepare),
+        of(|t| t.attach),
+        of(|t| t.clone),
+    ) {
+        let waited = times
+            .iter()
+            .filter(|t| t.wait >= Duration::from_millis(1))
+            .count();
         println!(
-            "  scenario isolation over {} scenarios: median clone {clone:.1} ms (made ahead), \
-             median wait + seed {wait:.1} ms",
-            stats.isolation.len()
+            "  scenario isolation over {} scenarios, from its start to its database seeded and \
+             the implementation attached: median {:.1} ms, p90 {:.1} ms (medians: waiting for \
+             the database {:.1} ms, {waited} waited 1 ms or more; connecting, runtimes{} {:.1} \
+             ms; attaching {:.1} ms; each database copied in {:.1} ms, made ahead){}",
+            times.len(),
+            total.0,
+            total.1,
+            wait.0,
+            if stats.primed.is_some() {
+                ""
+            } else {
+                ", seeding"
+            },
+            prepare.0,
+            attach.0,
+            clone.0,
+            match stats.primed {
+                Some(primed) => format!(
+                    "; the first scenarios' fixtures seeded and their databases made in {:.0} \
+                     ms before they started",
+                    primed.as_secs_f64() * 1000.0
+                ),
+                None => String::new(),
+            },
         );
     }
     let scans = median(stats.scans.clone());

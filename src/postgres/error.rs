@@ -77,6 +77,13 @@ pub enum ProvisionError {
         /// The migration error.
         source: sqlx::migrate::MigrateError,
     },
+    /// Writing a fixture into a template of the run failed.
+    Seed {
+        /// The template database.
+        database: String,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 impl fmt::Display for ProvisionError {
@@ -130,6 +137,7 @@ impl fmt::Display for ProvisionError {
                 "cannot apply the spec schema to `{database}`: {}",
                 describe_migrate_error(source)
             ),
+            Self::Seed { database, detail } => write!(f, "seeding `{database}`: {detail}"),
         }
     }
 }

@@ -17,7 +17,7 @@ mod template;
 #[cfg(feature = "containers")]
 pub use container::ContainerPostgres;
 pub use embedded::{
-    find_pg_bindir, reap_leftovers, stop_all_embedded, EmbeddedCluster, KeptCluster,
+    find_pg_bindir, memory_dir, reap_leftovers, stop_all_embedded, EmbeddedCluster, KeptCluster,
 };
 #[cfg(test)]
 pub(crate) use error::tests as error_tests;

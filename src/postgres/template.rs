@@ -4,8 +4,13 @@
 //! every scenario gets a database of its own and scenarios run concurrently. Every database a run
 //! creates carries the run's prefix; dropping them all is the run's last step.
 //!
+//! A scenario that starts from a fixture can clone a template that already holds it
+//! ([`TemplateDatabase::derive`]: seeded once per run, `rewind_<key>_f<n>`), so that seeding
+//! is not on the scenario's path at all.
+//!
 //! A run that is killed cannot drop them. So every database a run makes is named
-//! `rewind_<key>_template` or `rewind_<key>_s<n>` (the key in 8 hex digits) and commented
+//! `rewind_<key>_template`, `rewind_<key>_f<n>` or `rewind_<key>_s<n>` (the key in 8 hex
+//! digits) and commented
 //! `rewind-conformance run <key>`, and the run holds the session advisory lock
 //! ([`LOCK_CLASS`], key) for as long as it lives: when a run starts, it drops the databases so
 //! named whose key no session holds any more (the databases of dead runs), unless their comment
@@ -19,7 +24,7 @@ use std::time::{Duration, Instant};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::{mpsc, Mutex, RwLock};
 use tokio::task::JoinHandle;
 
 use super::ProvisionError;
@@ -34,7 +39,7 @@ const COMMENT_PREFIX: &str = "rewind-conformance run ";
 const SESSION_PREFIX: &str = "rewind-conformance ";
 
 /// What follows a run's prefix (`rewind_<key>`) in the names of its databases, as a regex.
-const NAME_SUFFIX: &str = "_(template|s[0-9]+)$";
+const NAME_SUFFIX: &str = "_(template|s[0-9]+|f[0-9]+)$";
 
 /// What follows the key in the comment of a database kept on purpose.
 const KEPT_SUFFIX: &str = " (kept)";
@@ -111,9 +116,10 @@ struct Inner {
     // `STRATEGY FILE_COPY` (PostgreSQL 15+) copies a small template's files instead of
     // WAL-logging every block.
     file_copy: bool,
-    // CREATE DATABASE from one template must not overlap with a connection to it; clones are
-    // serialised so that none sees "source database is being accessed by other users".
-    clone_lock: Mutex<()>,
+    // Copies run side by side (each `CREATE DATABASE` takes a share lock on its template,
+    // and none connects to it); dropping or keeping the run's databases waits for those under
+    // way, so that none appears after the listing.
+    clone_lock: RwLock<()>,
     // Databases cloned ahead of demand by [`TemplateDatabase::start_prefetch`].
     prefetched: Mutex<Option<mpsc::Receiver<Result<ScenarioDatabase, ProvisionError>>>>,
     prefetcher: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -195,7 +201,7 @@ impl TemplateDatabase {
                 template: template.clone(),
                 counter: AtomicU64::new(0),
                 file_copy: version >= 150_000,
-                clone_lock: Mutex::new(()),
+                clone_lock: RwLock::new(()),
                 prefetched: Mutex::new(None),
                 prefetcher: std::sync::Mutex::new(None),
             }),
@@ -297,9 +303,73 @@ impl TemplateDatabase {
     }
 
     async fn clone_now(&self) -> Result<ScenarioDatabase, ProvisionError> {
+        self.clone_of(&self.inner.template).await
+    }
+
+    /// A fresh clone of `template` (the run's template or one [`TemplateDatabase::derive`]
+    /// made) for one scenario, made now.
+    pub async fn clone_of(&self, template: &str) -> Result<ScenarioDatabase, ProvisionError> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}_s{n}", self.inner.prefix);
-        let _guard = self.inner.clone_lock.lock().await;
+        self.copy(template, &name).await
+    }
+
+    /// Makes a template of this run's own from the run's template and `seed`, which runs on a
+    /// connection to it: clones of it then start with what `seed` wrote. Returns its name.
+    pub async fn derive<F>(&self, seed: F) -> Result<String, ProvisionError>
+    where
+        F: for<'c> FnOnce(
+            &'c mut sqlx::PgConnection,
+        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
+    {
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}_f{n}", self.inner.prefix);
+        self.seeded_copy(&name, seed).await.map(|db| db.name)
+    }
+
+    /// A fresh clone of the run's template for one scenario, with what `seed` writes on a
+    /// connection to it (for a fixture only one scenario starts from: a template of its own
+    /// would cost a second copy).
+    pub async fn clone_seeded<F>(&self, seed: F) -> Result<ScenarioDatabase, ProvisionError>
+    where
+        F: for<'c> FnOnce(
+            &'c mut sqlx::PgConnection,
+        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
+    {
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}_s{n}", self.inner.prefix);
+        self.seeded_copy(&name, seed).await
+    }
+
+    async fn seeded_copy<F>(&self, name: &str, seed: F) -> Result<ScenarioDatabase, ProvisionError>
+    where
+        F: for<'c> FnOnce(
+            &'c mut sqlx::PgConnection,
+        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
+    {
+        let started = Instant::now();
+        let mut copied = self.copy(&self.inner.template, name).await?;
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&copied.url)
+            .await
+            .map_err(|source| ProvisionError::Database {
+                url: redact(&copied.url),
+                action: format!("connecting to `{name}`"),
+                source,
+            })?;
+        let seeded = seed(&mut conn).await;
+        // No session may stay on a template that is cloned.
+        let _ = sqlx::Connection::close(conn).await;
+        seeded.map_err(|detail| ProvisionError::Seed {
+            database: name.to_owned(),
+            detail,
+        })?;
+        copied.clone_time = started.elapsed();
+        Ok(copied)
+    }
+
+    /// `CREATE DATABASE name TEMPLATE template`, commented as this run's.
+    async fn copy(&self, template: &str, name: &str) -> Result<ScenarioDatabase, ProvisionError> {
+        let _guard = self.inner.clone_lock.read().await;
         let started = Instant::now();
         {
             let strategy = if self.inner.file_copy {
@@ -308,17 +378,16 @@ impl TemplateDatabase {
                 ""
             };
             sqlx::query(AssertSqlSafe(format!(
-                "CREATE DATABASE \"{name}\" TEMPLATE \"{}\"{strategy}",
-                self.inner.template
+                "CREATE DATABASE \"{name}\" TEMPLATE \"{template}\"{strategy}"
             )))
             .execute(&self.inner.admin)
             .await
             .map_err(|source| ProvisionError::Database {
                 url: redact(self.inner.admin_url.as_str()),
-                action: format!("cloning the template into `{name}`"),
+                action: format!("cloning `{template}` into `{name}`"),
                 source,
             })?;
-            comment(&self.inner.admin, &name, self.inner.key, false)
+            comment(&self.inner.admin, name, self.inner.key, false)
                 .await
                 .map_err(|source| ProvisionError::Database {
                     url: redact(self.inner.admin_url.as_str()),
@@ -327,8 +396,8 @@ impl TemplateDatabase {
                 })?;
         }
         Ok(ScenarioDatabase {
-            url: self.url_of(&name),
-            name,
+            url: self.url_of(name),
+            name: name.to_owned(),
             clone_time: started.elapsed(),
         })
     }
@@ -372,7 +441,7 @@ impl TemplateDatabase {
     pub async fn drop_all(&self) -> Result<(), ProvisionError> {
         self.release_prefetched().await?;
         // Wait for a clone in flight to finish before listing.
-        let _guard = self.inner.clone_lock.lock().await;
+        let _guard = self.inner.clone_lock.write().await;
         for name in self.names().await? {
             self.drop_database(&name).await?;
         }
@@ -385,7 +454,7 @@ impl TemplateDatabase {
     /// their names, the template first.
     pub async fn keep_all(&self) -> Result<Vec<String>, ProvisionError> {
         self.release_prefetched().await?;
-        let _guard = self.inner.clone_lock.lock().await;
+        let _guard = self.inner.clone_lock.write().await;
         let mut names = self.names().await?;
         for name in &names {
             comment(&self.inner.admin, name, self.inner.key, true)

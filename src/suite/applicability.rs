@@ -321,18 +321,7 @@ impl Applicability {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((path.to_owned(), scenario.name.clone()));
-        let needs_real = self.real.is_none() && scenario.tags.iter().any(|t| t == REAL_ONLY_TAG);
-        let reason = match self.undeclared_surface(&all) {
-            Some(surface) => Some(format!("surface `{surface}` is not declared")),
-            None if needs_real => Some(
-                "it checks a real runtime end to end (what the runtime sends its model): run it \
-                 with --runtimes real"
-                    .to_owned(),
-            ),
-            None => self
-                .undeclared_delivery_runtime(&all)
-                .or_else(|| self.real_unavailable(&all)),
-        };
+        let reason = self.leave_out_reason(&all, &scenario.tags);
         if let Some(reason) = reason {
             let mut left_out = self.left_out.lock().unwrap_or_else(|p| p.into_inner());
             left_out.push(NotApplicable {
@@ -345,6 +334,29 @@ impl Applicability {
             return None;
         }
         Some(scenario)
+    }
+
+    /// Whether the profile lets a scenario with these steps (its backgrounds' first) and tags
+    /// run; what [`Applicability::adapt`] keeps, without recording anything.
+    pub fn runs(&self, steps: &[Step], tags: &[String]) -> bool {
+        let all: Vec<&Step> = steps.iter().collect();
+        self.leave_out_reason(&all, tags).is_none()
+    }
+
+    /// Why the profile leaves a scenario out, if it does.
+    fn leave_out_reason(&self, all: &[&Step], tags: &[String]) -> Option<String> {
+        let needs_real = self.real.is_none() && tags.iter().any(|t| t == REAL_ONLY_TAG);
+        match self.undeclared_surface(all) {
+            Some(surface) => Some(format!("surface `{surface}` is not declared")),
+            None if needs_real => Some(
+                "it checks a real runtime end to end (what the runtime sends its model): run it \
+                 with --runtimes real"
+                    .to_owned(),
+            ),
+            None => self
+                .undeclared_delivery_runtime(all)
+                .or_else(|| self.real_unavailable(all)),
+        }
     }
 
     fn adapt_runtimes(&self, steps: &[&Step], scenario: Scenario) -> Scenario {

@@ -6,6 +6,7 @@ pub mod applicability;
 mod collector;
 pub mod compat;
 pub mod fault_matrix;
+pub mod isolation;
 pub mod matrix;
 pub mod readings;
 pub mod selection;

@@ -38,6 +38,8 @@ pub struct Unit {
     pub name: String,
     /// Its tags (feature, rule, scenario and examples), without `@`.
     pub tags: Vec<String>,
+    /// The fixture its first `Given the conversation "..."` step names, placeholders filled.
+    pub fixture: Option<String>,
 }
 
 /// An example row: each placeholder with its value.
@@ -51,6 +53,17 @@ pub fn select(
     files: &[PathBuf],
     tags: Option<&TagOperation>,
     name: Option<&regex::Regex>,
+) -> anyhow::Result<Vec<Selected>> {
+    select_running(files, tags, name, &|_, _| true)
+}
+
+/// The scenarios of `files` that `tags` and `name` select and `runs` keeps; `runs` is given a
+/// scenario's steps (its backgrounds' first) and its own tags.
+pub fn select_running(
+    files: &[PathBuf],
+    tags: Option<&TagOperation>,
+    name: Option<&regex::Regex>,
+    runs: &dyn Fn(&[gherkin::Step], &[String]) -> bool,
 ) -> anyhow::Result<Vec<Selected>> {
     let mut selected = Vec::new();
     for file in files {
@@ -69,6 +82,17 @@ pub fn select(
                 steps.extend(steps_of(rule.background.as_ref()));
             }
             scope_tags.extend(scenario.tags.iter().cloned());
+            let gherkin_steps: Vec<gherkin::Step> = feature
+                .background
+                .iter()
+                .chain(rule.and_then(|r| r.background.as_ref()))
+                .flat_map(|b| b.steps.iter().cloned())
+                .chain(scenario.steps.iter().cloned())
+                .collect();
+            if !runs(&gherkin_steps, &scenario.tags) {
+                background = steps_of(feature.background.as_ref());
+                continue;
+            }
             steps.extend(
                 scenario
                     .steps
@@ -121,6 +145,9 @@ pub fn select(
                         .iter()
                         .map(|t| t.trim_start_matches('@').to_owned())
                         .collect(),
+                    fixture: steps
+                        .iter()
+                        .find_map(|(text, _)| fixture_named(&expand(text, values))),
                 });
                 for (text, line) in &steps {
                     if let Some(fixture) = fixture_named(&expand(text, values)) {
@@ -153,6 +180,32 @@ fn steps_of(background: Option<&gherkin::Background>) -> Vec<(String, usize)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The fixture of every scenario of `selected` that runs (those of `only` when it is given),
+/// in the order they start.
+pub fn fixture_plan(
+    selected: &[Selected],
+    only: Option<&std::collections::HashSet<super::shard::Key>>,
+) -> Vec<String> {
+    selected
+        .iter()
+        .flat_map(|s| {
+            let feature = super::applicability::relative_to_cwd(&s.path)
+                .display()
+                .to_string();
+            s.units.iter().filter_map(move |u| {
+                let key = super::shard::Key {
+                    feature: feature.clone(),
+                    line: u.line,
+                };
+                if only.is_some_and(|only| !only.contains(&key)) {
+                    return None;
+                }
+                u.fixture.clone()
+            })
+        })
+        .collect()
 }
 
 /// `text` with every `<placeholder>` of `values` replaced.
@@ -278,5 +331,33 @@ Feature: f
         assert!(select(&files, None, Some(&re("nothing-like-this")))
             .expect("parses")
             .is_empty());
+    }
+
+    #[test]
+    fn the_plan_is_each_running_units_first_fixture_in_order() {
+        let (_dir, files) = file();
+        let all = select(&files, None, None).expect("parses");
+        // The background's fixture comes first in every scenario.
+        assert_eq!(
+            fixture_plan(&all, None),
+            ["from-background", "from-background", "from-background"]
+        );
+        // A scenario the profile leaves out has no place in the plan.
+        let outlines_only = select_running(&files, None, None, &|steps, _| {
+            steps.iter().any(|s| s.value.contains("<fixture>"))
+        })
+        .expect("parses");
+        assert_eq!(names(&outlines_only), ["outlined <runtime>"]);
+        // A shard's plan holds its own units only.
+        let only: std::collections::HashSet<super::super::shard::Key> =
+            [super::super::shard::Key {
+                feature: super::super::applicability::relative_to_cwd(&files[0])
+                    .display()
+                    .to_string(),
+                line: 20,
+            }]
+            .into_iter()
+            .collect();
+        assert_eq!(fixture_plan(&all, Some(&only)), ["from-background"]);
     }
 }

@@ -24,20 +24,22 @@ use rewind_conformance::catalog::{Policy, Register};
 /// What every scenario of a run shares: the template, the implementation, fixtures, catalog.
 pub struct RunContext {
     /// The mock runtime programs.
-    pub programs: MockPrograms,
+    pub programs: Arc<MockPrograms>,
     /// The migrated template to clone per scenario.
     pub template: TemplateDatabase,
     /// The implementation under test.
     pub sut: Arc<dyn SystemUnderTest>,
     /// Fixtures by name.
-    pub fixtures: BTreeMap<String, Fixture>,
+    pub fixtures: Arc<BTreeMap<String, Fixture>>,
     /// The rule catalog (to map error messages to codes).
     pub catalog: Catalog,
     /// Keep scenario databases after the run (for debugging).
     pub keep_databases: bool,
-    /// Per scenario: how long its database took to clone (possibly ahead of time), and how
-    /// long the scenario waited for it plus seeding.
-    pub isolation_times: Mutex<Vec<(Duration, Duration)>>,
+    /// The fixture templates and the scenario databases made ahead (none on real runtimes,
+    /// whose scenarios seed their own).
+    pub isolation: Option<crate::suite::isolation::Isolation>,
+    /// Per scenario: what its isolation cost.
+    pub isolation_times: Mutex<Vec<crate::suite::isolation::IsolationTimes>>,
     /// Per fault scenario: the runtime and fault it planted, and whether it passed.
     pub fault_results: Mutex<Vec<(FaultCell, bool)>>,
     /// Per scenario that contributes to another matrix (storms, database faults): its cells,
@@ -365,20 +367,23 @@ impl RewindWorld {
                 Policy::OneReading => entry.chosen.iter().map(String::as_str).collect(),
             };
             anyhow::bail!(
-                "the implementation took reading `{reading}` of ambiguity `{ambiguity}`, but the                  register accepts only {accepted:?}: {}",
+                "the implementation took reading `{reading}` of ambiguity `{ambiguity}`, but the \
+                 register accepts only {accepted:?}: {}",
                 entry.reason
             );
         }
         let tag = format!("ambiguity:{ambiguity}");
         if !entry.scenarios.is_empty() && !self.tags.contains(&tag) {
             anyhow::bail!(
-                "this step decides ambiguity `{ambiguity}`, but the scenario is not tagged                  `@{tag}` (tag it and list it in {})",
+                "this step decides ambiguity `{ambiguity}`, but the scenario is not tagged \
+                 `@{tag}` (tag it and list it in {})",
                 ctx.register.path().display()
             );
         }
         match self.readings.get(ambiguity) {
             Some(taken) if taken != reading => anyhow::bail!(
-                "the implementation took reading `{taken}` of ambiguity `{ambiguity}` earlier in                  this scenario, and now `{reading}`: one implementation, one reading"
+                "the implementation took reading `{taken}` of ambiguity `{ambiguity}` earlier in \
+                 this scenario, and now `{reading}`: one implementation, one reading"
             ),
             _ => {
                 self.readings

@@ -7,9 +7,11 @@ use cucumber::given;
 use rewind_conformance::fixtures::seed_fixture;
 use rewind_conformance::mocks::MockRuntimes;
 
+use crate::suite::isolation::{IsolationTimes, Ready, POOL_SIZE};
 use crate::suite::world::{context, Attached, RewindWorld};
 
-/// Clones a fresh database, seeds the fixture into it and attaches the implementation.
+/// Takes a database of its own that holds the fixture (made ahead, or cloned and seeded now)
+/// and attaches the implementation.
 #[given(expr = "the conversation {string}")]
 async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Result<()> {
     if world.attached.is_some() {
@@ -27,24 +29,44 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
         )
     })?;
     let started = Instant::now();
-    let db = ctx.template.clone_for_scenario().await?;
-    let pool = db
-        .pool(4)
-        .await
-        .with_context(|| format!("connecting to scenario database `{}`", db.name))?;
+    // Without real runtimes the fixture is in the database before the scenario asks for it.
+    let ahead = ctx
+        .isolation
+        .as_ref()
+        .filter(|_| ctx.programs.real().is_none());
+    let (ready, wait) = match ahead {
+        Some(isolation) => isolation.database_for(&name).await?,
+        None => (
+            Ready {
+                db: ctx.template.clone_for_scenario().await?,
+                pool: None,
+                mocks: None,
+            },
+            started.elapsed(),
+        ),
+    };
+    let db = ready.db;
+    let pool = match ready.pool {
+        Some(pool) => pool,
+        None => db
+            .pool(POOL_SIZE)
+            .await
+            .with_context(|| format!("connecting to scenario database `{}`", db.name))?,
+    };
     // The runtimes first: real ones choose their own ids, which the database must hold.
-    let mut mocks = MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
-        .await
-        .map_err(|e| anyhow!("starting the runtimes of fixture `{name}`: {e}"))?;
-    {
+    let mut mocks = match ready.mocks {
+        Some(mocks) => mocks,
+        None => MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
+            .await
+            .map_err(|e| anyhow!("starting the runtimes of fixture `{name}`: {e}"))?,
+    };
+    if ahead.is_none() {
         let mut conn = pool.acquire().await.context("acquiring a connection")?;
         seed_fixture(&mut conn, &mocks.fixture_for_database(fixture))
             .await
             .with_context(|| format!("seeding fixture `{name}`"))?;
     }
-    if let Ok(mut times) = ctx.isolation_times.lock() {
-        times.push((db.clone_time, started.elapsed()));
-    }
+    let prepared = started.elapsed();
     // Real runtimes run the releases chosen for the run (`--runtime-release`).
     let profile = ctx.applicability.profile();
     if let (Some(release), false) = (&profile.codex_release, mocks.is_real()) {
@@ -70,6 +92,16 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
             return Err(e.into());
         }
     };
+    if let Ok(mut times) = ctx.isolation_times.lock() {
+        let total = started.elapsed();
+        times.push(IsolationTimes {
+            clone: db.clone_time,
+            wait,
+            prepare: prepared - wait,
+            attach: total - prepared,
+            total,
+        });
+    }
     world.violations = violations.clone();
     world.attached = Some(Attached {
         db,
