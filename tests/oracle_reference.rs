@@ -15,6 +15,8 @@
 //! PostgreSQL").
 
 use std::path::Path;
+
+use futures::StreamExt as _;
 use std::sync::Arc;
 
 use rewind_conformance::fixtures::{load_fixture_dir, seed_fixture, Fixture};
@@ -94,23 +96,27 @@ struct Run<'a> {
     sut: ReferenceSut,
     deployment: Deployment,
     sequences: bool,
-    failures: Vec<String>,
-    runs: usize,
 }
 
 impl Run<'_> {
-    /// Seeds `fixture`, makes `request` (and a second one further back when it completes) and
-    /// judges each.
-    async fn scenario(&mut self, name: &str, fixture: &Fixture, request: &RewindRequest) {
-        self.runs += 1;
+    /// Makes `request` on a fresh copy of `seeded` (a template holding fixture `name`), and a
+    /// second one further back when it completes, and judges each. Returns what was judged
+    /// wrong.
+    async fn scenario(
+        &self,
+        name: &str,
+        fixture: &Fixture,
+        seeded: &str,
+        request: &RewindRequest,
+    ) -> Vec<String> {
+        let mut failures = Vec::new();
         let db = self
             .template
-            .clone_for_scenario()
+            .clone_of(seeded)
             .await
             .expect("a scenario database");
         let pool = db.pool(2).await.expect("a pool");
         let mut conn = pool.acquire().await.expect("a connection");
-        seed_fixture(&mut conn, fixture).await.expect("seeding");
         let mut mocks = MockRuntimes::start(self.programs, fixture, Some(pool.clone()))
             .await
             .expect("the mock runtimes");
@@ -129,12 +135,10 @@ impl Run<'_> {
             let prediction = predict(&before, &asked, &self.deployment);
             let verdict = judge(&before, &after, &answer, &prediction);
             if !verdict.is_ok() {
-                self.failures
-                    .push(format!("{name}: {asked:?} answered {answer:?}: {verdict}"));
+                failures.push(format!("{name}: {asked:?} answered {answer:?}: {verdict}"));
             }
             for violation in consistency(&after, Some(&start)) {
-                self.failures
-                    .push(format!("{name}: after {asked:?}: {violation}"));
+                failures.push(format!("{name}: after {asked:?}: {violation}"));
             }
             if first && self.sequences && matches!(answer, RewindResponse::Completed { .. }) {
                 request = further_back(&after, &asked);
@@ -147,8 +151,27 @@ impl Run<'_> {
         mocks.stop().await;
         pool.close().await;
         let _ = self.template.drop_database(&db.name).await;
+        failures
     }
 }
+
+/// A template of the run holding `fixture`, for the cases on it to clone.
+async fn seeded_template(template: &TemplateDatabase, fixture: &Fixture) -> String {
+    let fixture = fixture.clone();
+    template
+        .derive(move |conn| {
+            Box::pin(async move {
+                seed_fixture(conn, &fixture)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .await
+        .expect("the fixture's template")
+}
+
+/// How many cases run side by side (each on its own database).
+const CASES_AT_ONCE: usize = 4;
 
 async fn state(conn: &mut sqlx::PgConnection) -> State {
     let snapshot = DbSnapshot::capture(conn).await.expect("a snapshot");
@@ -184,25 +207,34 @@ async fn check(passes: Vec<Pass>) {
             None => Deployment::every_runtime(),
         }
         .restores_may_fail(true);
-        let mut run = Run {
+        let run = Run {
             template: &template,
             programs: &programs,
             sut: ReferenceSut::with_variant(pass.runtimes.clone(), Ok(pass.variant)),
             deployment,
             sequences: pass.sequences,
-            failures: Vec::new(),
-            runs: 0,
         };
+        let mut cases = Vec::new();
         for (name, fixture) in fixtures.iter().filter(|(_, f)| (pass.pick)(f)) {
+            let seeded = seeded_template(&template, fixture).await;
             for request in requests(fixture, pass.others) {
-                run.scenario(name, fixture, &request).await;
+                cases.push((name, fixture, seeded.clone(), request));
             }
         }
-        runs += run.runs;
+        runs += cases.len();
+        let run = &run;
+        let judged: Vec<Vec<String>> = futures::stream::iter(cases)
+            .map(|(name, fixture, seeded, request)| async move {
+                run.scenario(name, fixture, &seeded, &request).await
+            })
+            .buffer_unordered(CASES_AT_ONCE)
+            .collect()
+            .await;
         let variant = pass.variant;
         failures.extend(
-            run.failures
+            judged
                 .into_iter()
+                .flatten()
                 .map(|f| format!("[{variant:?}] {f}")),
         );
     }

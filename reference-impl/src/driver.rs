@@ -100,14 +100,26 @@ impl ReferenceDriver {
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                failure(
-                    "database_unreachable",
-                    format!("cannot connect to `{}`: {e}", request.database.name),
-                )
-            })?;
+            .connect_lazy_with(options);
+        // The first connection within the request's own limit: a refused connection is retried
+        // until then, not for the pool's whole acquire time-out.
+        let unreachable = |detail: String| {
+            failure(
+                "database_unreachable",
+                format!("cannot connect to `{}`: {detail}", request.database.name),
+            )
+        };
+        let limit = Duration::from_millis(request.limits.request_timeout_ms.clamp(100, 30_000));
+        match tokio::time::timeout(limit, pool.acquire()).await {
+            Ok(Ok(_first)) => {}
+            Ok(Err(e)) => return Err(unreachable(e.to_string())),
+            Err(_) => {
+                return Err(unreachable(format!(
+                    "no connection within the request limit of {} ms",
+                    limit.as_millis()
+                )))
+            }
+        }
         let sink = Arc::new(MemorySink::default());
         let mut rewinder = Rewinder::new(pool.clone(), sink.clone())
             .with_runtimes(runtime_settings(&request.runtimes, &request.limits))
