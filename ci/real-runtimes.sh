@@ -33,23 +33,31 @@ say() { printf 'real-runtimes: %s\n' "$*" >&2; }
 cd "$(dirname "$0")/.."
 command -v npm >/dev/null || { say "error: npm is needed to install the real runtimes"; exit 2; }
 
+# The cargo features of every build here: `real-runtimes`, plus whatever the caller builds the
+# harness with anyway (`REWIND_CI_FEATURES`, which must name it), so that no step rebuilds it.
+cargo_features=${REWIND_CI_FEATURES:-real-runtimes}
+case ",$cargo_features," in
+*,real-runtimes,*) ;;
+*) say "error: REWIND_CI_FEATURES ($cargo_features) must include real-runtimes"; exit 2 ;;
+esac
+
 start=$(date +%s)
 say "building the tier"
-cargo test --features real-runtimes --test real_runtimes --no-run
+cargo test --features "$cargo_features" --test real_runtimes --no-run
 
 say "step 1: installing the pinned runtimes (cached)"
 install_start=$(date +%s)
-cargo test --features real-runtimes --test real_runtimes -- --exact \
+cargo test --features "$cargo_features" --test real_runtimes -- --exact \
     install::every_pinned_release_is_installed --nocapture
 install_end=$(date +%s)
 
 say "step 2: running the tier"
 status=0
-cargo test --features real-runtimes --test real_runtimes -- "$@" || status=$?
+cargo test --features "$cargo_features" --test real_runtimes -- "$@" || status=$?
 tier_end=$(date +%s)
 
 say "step 3: the real-runtime scenarios through the reference, in process and over HTTP"
-cargo build -q --bin rewind-conformance -p rewind-conformance
+cargo build -q --features "$cargo_features" --bin rewind-conformance -p rewind-conformance
 cargo build -q --bin rewind-reference-server -p rewind-reference
 harness=target/debug/rewind-conformance
 mkdir -p target/ci

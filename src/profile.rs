@@ -140,36 +140,40 @@ struct ProfileDoc {
     real_runtimes: bool,
 }
 
+/// Every runtime and surface with whether the cargo feature that declares it is on (the
+/// feature is named like it, but for `browser-client`, declared by `browser`).
+const COMPILED: [(&str, bool); 24] = [
+    ("codex", cfg!(feature = "codex")),
+    ("claude", cfg!(feature = "claude")),
+    ("opencode", cfg!(feature = "opencode")),
+    ("builtin", cfg!(feature = "builtin")),
+    ("read-state", cfg!(feature = "read-state")),
+    ("message-sync", cfg!(feature = "message-sync")),
+    ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
+    ("delivery", cfg!(feature = "delivery")),
+    ("browser-client", cfg!(feature = "browser")),
+    ("history", cfg!(feature = "history")),
+    ("message", cfg!(feature = "message")),
+    ("search", cfg!(feature = "search")),
+    ("receive", cfg!(feature = "receive")),
+    ("root-context", cfg!(feature = "root-context")),
+    ("source-context", cfg!(feature = "source-context")),
+    ("share-cards", cfg!(feature = "share-cards")),
+    ("pins", cfg!(feature = "pins")),
+    ("reactions", cfg!(feature = "reactions")),
+    ("attachment", cfg!(feature = "attachment")),
+    ("attachment-download", cfg!(feature = "attachment-download")),
+    ("diagnostics", cfg!(feature = "diagnostics")),
+    ("diagnostics-preview", cfg!(feature = "diagnostics-preview")),
+    ("stream", cfg!(feature = "stream")),
+    ("conversation-index", cfg!(feature = "conversation-index")),
+];
+
 impl CapabilityProfile {
     /// The profile the harness was built with: one cargo feature per runtime and surface
     /// (all on by default).
     pub fn compiled() -> Self {
-        let on = [
-            ("codex", cfg!(feature = "codex")),
-            ("claude", cfg!(feature = "claude")),
-            ("opencode", cfg!(feature = "opencode")),
-            ("builtin", cfg!(feature = "builtin")),
-            ("read-state", cfg!(feature = "read-state")),
-            ("message-sync", cfg!(feature = "message-sync")),
-            ("recovery-point-gc", cfg!(feature = "recovery-point-gc")),
-            ("delivery", cfg!(feature = "delivery")),
-            ("browser-client", cfg!(feature = "browser")),
-            ("history", cfg!(feature = "history")),
-            ("message", cfg!(feature = "message")),
-            ("search", cfg!(feature = "search")),
-            ("receive", cfg!(feature = "receive")),
-            ("root-context", cfg!(feature = "root-context")),
-            ("source-context", cfg!(feature = "source-context")),
-            ("share-cards", cfg!(feature = "share-cards")),
-            ("pins", cfg!(feature = "pins")),
-            ("reactions", cfg!(feature = "reactions")),
-            ("attachment", cfg!(feature = "attachment")),
-            ("attachment-download", cfg!(feature = "attachment-download")),
-            ("diagnostics", cfg!(feature = "diagnostics")),
-            ("diagnostics-preview", cfg!(feature = "diagnostics-preview")),
-            ("stream", cfg!(feature = "stream")),
-            ("conversation-index", cfg!(feature = "conversation-index")),
-        ];
+        let on = COMPILED;
         let pick = |names: &[&str]| {
             on.iter()
                 .filter(|(name, enabled)| *enabled && names.contains(name))
@@ -415,6 +419,31 @@ mod tests {
             .collect();
         assert_eq!(READ_SURFACES.as_slice(), wire.as_slice());
         assert!(READ_SURFACES.iter().all(|s| SURFACES.contains(s)));
+    }
+
+    #[test]
+    fn every_runtime_and_surface_has_a_cargo_feature_of_its_own() {
+        // So declaring a deployment by cargo features or by a profile file makes one profile.
+        let mut named: Vec<&str> = COMPILED.iter().map(|(name, _)| *name).collect();
+        named.sort_unstable();
+        let mut known: Vec<&str> = RUNTIMES.iter().chain(SURFACES.iter()).copied().collect();
+        known.sort_unstable();
+        assert_eq!(named, known);
+        let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+            .expect("the harness's Cargo.toml");
+        for name in named {
+            let feature = if name == "browser-client" {
+                "browser"
+            } else {
+                name
+            };
+            assert!(
+                manifest
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{feature} = "))),
+                "no cargo feature `{feature}` declares `{name}`"
+            );
+        }
     }
 
     #[test]
