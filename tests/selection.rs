@@ -24,7 +24,23 @@ const EXPECTED: &str = "a later message of another human blocks the rewind";
 
 struct Setup {
     dir: tempfile::TempDir,
+    /// One PostgreSQL server for every run (each run makes and drops databases of its own on
+    /// it, under its own key), and the runtime that started it.
+    server: Option<rewind_conformance::postgres::PostgresServer>,
+    runtime: tokio::runtime::Runtime,
+    url: String,
 }
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.runtime.block_on(server.shutdown());
+        }
+    }
+}
+
+/// How many runs of the harness go at once.
+const RUNS_AT_ONCE: usize = 4;
 
 impl Setup {
     fn new() -> Self {
@@ -44,7 +60,43 @@ impl Setup {
             ),
         )
         .expect("expectations written");
-        Setup { dir }
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        let server = runtime
+            .block_on(rewind_conformance::postgres::PostgresServer::provision(
+                &rewind_conformance::postgres::PostgresChoice::Embedded,
+            ))
+            .expect("an embedded PostgreSQL");
+        Setup {
+            dir,
+            url: server.admin_url().to_owned(),
+            server: Some(server),
+            runtime,
+        }
+    }
+
+    /// [`Setup::verdicts`] of every `(label, selection)`, [`RUNS_AT_ONCE`] runs at a time.
+    fn all_verdicts(&self, runs: &[(String, Vec<String>)]) -> Vec<BTreeMap<String, String>> {
+        let mut out = Vec::new();
+        for chunk in runs.chunks(RUNS_AT_ONCE) {
+            let done: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|(label, selection)| {
+                        scope.spawn(move || {
+                            let selection: Vec<&str> =
+                                selection.iter().map(String::as_str).collect();
+                            self.verdicts(label, &selection)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            });
+            out.extend(done);
+        }
+        out
     }
 
     fn path(&self, name: &str) -> String {
@@ -71,6 +123,8 @@ impl Setup {
             &expectations,
             "--json",
             &json,
+            "--database-url",
+            &self.url,
         ];
         args.extend_from_slice(selection);
         let out = harness(&args);
@@ -137,16 +191,24 @@ fn every_scenario_gets_the_same_verdict_alone_filtered_sharded_and_in_the_full_r
         "{full:?}"
     );
 
+    let owned =
+        |label: String, args: &[&str]| (label, args.iter().map(|a| (*a).to_owned()).collect());
+    let shards: Vec<(String, Vec<String>)> = (1..=4)
+        .map(|index| {
+            owned(
+                format!("shard-{index}"),
+                &["--shard", &format!("{index}/4")],
+            )
+        })
+        .collect();
     let mut sharded = BTreeMap::new();
-    for index in 1..=4 {
-        let shard = format!("{index}/4");
-        let part = setup.verdicts(&format!("shard-{index}"), &["--shard", &shard]);
-        same_as_full(&full, &part, &format!("shard {shard}"));
+    for ((label, _), part) in shards.iter().zip(setup.all_verdicts(&shards)) {
+        same_as_full(&full, &part, label);
         sharded.extend(part);
     }
     assert_eq!(sharded, full, "the 4 shards together are the full run");
 
-    for (label, selection) in [
+    let filtered: Vec<(String, Vec<String>)> = [
         ("tags", &["--tags", "@rule:init.human-only"][..]),
         ("rule", &["--rule", "init.own-human-target"][..]),
         ("name", &["--name", "another human"][..]),
@@ -157,8 +219,11 @@ fn every_scenario_gets_the_same_verdict_alone_filtered_sharded_and_in_the_full_r
                 "@rule:err.other-human-message or @rule:init.human-only",
             ][..],
         ),
-    ] {
-        let part = setup.verdicts(label, selection);
+    ]
+    .into_iter()
+    .map(|(label, args)| owned(label.to_owned(), args))
+    .collect();
+    for ((label, _), part) in filtered.iter().zip(setup.all_verdicts(&filtered)) {
         same_as_full(&full, &part, label);
     }
 
@@ -170,8 +235,13 @@ fn every_scenario_gets_the_same_verdict_alone_filtered_sharded_and_in_the_full_r
         .map(|n| format!("^{}$", regex_escape(n)))
         .collect();
     assert!(names.len() >= 8, "{names:?}");
-    for (i, name) in names.iter().enumerate() {
-        let part = setup.verdicts(&format!("alone-{i}"), &["--name", name]);
+    let alone: Vec<(String, Vec<String>)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| owned(format!("alone-{i}"), &["--name", name]))
+        .collect();
+    for ((_, args), part) in alone.iter().zip(setup.all_verdicts(&alone)) {
+        let name = &args[1];
         assert_eq!(part.len(), 1, "`--name {name}` selects one scenario");
         same_as_full(&full, &part, &format!("alone {name}"));
     }

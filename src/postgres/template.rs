@@ -513,18 +513,20 @@ async fn reap_stale_databases(admin: &PgPool) -> Result<Vec<String>, sqlx::Error
     let held = |held: &[i64], key: i64| held.contains(&key);
     let locks = "SELECT objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
                  AND classid::int8 = $1";
-    let live: Vec<i64> = sqlx::query_scalar(locks)
-        .bind(i64::from(LOCK_CLASS))
-        .fetch_all(admin)
-        .await?;
     // A killed run's session may still be running its last `CREATE DATABASE`, which would
-    // commit after the listing below: end such sessions and wait until they are gone.
+    // commit after the listing below: end such sessions and wait until they are gone. The
+    // sessions are listed before the locks: a run names its sessions only once it holds its
+    // lock, so a run starting between the two readings is not taken for a dead one.
     let sessions: Vec<(i32, String)> = sqlx::query_as(
         "SELECT pid, application_name FROM pg_stat_activity WHERE application_name LIKE $1 || '%'",
     )
     .bind(SESSION_PREFIX)
     .fetch_all(admin)
     .await?;
+    let live: Vec<i64> = sqlx::query_scalar(locks)
+        .bind(i64::from(LOCK_CLASS))
+        .fetch_all(admin)
+        .await?;
     let orphans: Vec<i32> = sessions
         .into_iter()
         .filter(|(_, name)| {
