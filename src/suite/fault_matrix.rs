@@ -50,6 +50,17 @@ impl FaultMatrix {
         FaultMatrix { matrix }
     }
 
+    /// Builds the matrix from recorded cells (those of several runs add up).
+    pub fn from_counts(counts: &[FaultCount]) -> FaultMatrix {
+        let mut matrix = Self::from_results(&[]);
+        for c in counts {
+            matrix
+                .matrix
+                .add_counts(&c.runtime, &c.fault, c.passed, c.scenarios);
+        }
+        matrix
+    }
+
     /// The cells some scenario contributed to, in printing order.
     pub fn counts(&self) -> Vec<FaultCount> {
         self.matrix
@@ -97,9 +108,12 @@ mod tests {
         );
         assert!(md.contains("| builtin | - | - | - | - | - | - |"), "{md}");
         assert!(FaultMatrix::default().is_empty());
-        // As the results file records it.
+        // Recorded and read back, twice over: the counts add up.
         let counts = matrix.counts();
         assert_eq!(counts.len(), 2);
-        assert_eq!((counts[1].scenarios, counts[1].passed), (2, 1));
+        let doubled: Vec<FaultCount> = counts.iter().chain(&counts).cloned().collect();
+        let again = FaultMatrix::from_counts(&doubled);
+        assert_eq!(again.markdown(), md);
+        assert_eq!(again.counts()[1].scenarios, 4);
     }
 }
