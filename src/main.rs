@@ -2,6 +2,7 @@
 
 mod cli;
 mod fuzzing;
+mod merge;
 mod reports;
 mod results;
 mod smoke;

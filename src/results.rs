@@ -40,6 +40,12 @@ pub struct Results {
     /// The run's wall time in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// What the run selected, from which suite (the shards of one split run select alike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+    /// Which shard of a split run this is (absent for a whole run, a merged one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRecord>,
     /// The counts and the run's outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
@@ -56,9 +62,53 @@ pub struct Results {
     /// step (works, or refused with the runtime's error; see `suite::compat`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compatibility: Vec<crate::suite::compat::Row>,
+    /// The runtime restore fault matrix: each (runtime, fault) cell a scenario planted, with how
+    /// many scenarios planted it and how many of them passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::suite::fault_matrix::FaultCount>,
     /// What failed the run outside every scenario (version 2).
     #[serde(default)]
     pub problems: Vec<String>,
+}
+
+/// What a run selected and judged by: two shards of one split run carry equal records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Selection {
+    /// A digest of the suite's files the run read (the features, the catalog, the untestable,
+    /// pending, ambiguity and leak lists, the fixtures).
+    pub suite: String,
+    /// The tag expression the run filtered by (`--tags`, with the `--rule` ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<String>,
+    /// The `--name` regex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How many scenarios the filters select (every outline example counted; every shard
+    /// together).
+    pub scenarios: usize,
+    /// A digest of their places (feature file and line).
+    pub digest: String,
+    /// A digest of the expectations file, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<String>,
+}
+
+/// Which shard of a split run (`run --shard I/N`) a results file is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardRecord {
+    /// I, from 1.
+    pub index: usize,
+    /// N.
+    pub count: usize,
+    /// How many scenarios of the selection the split gave this shard.
+    pub scenarios: usize,
+    /// `durations` (`--durations FILE` balanced the split by time) or `count`.
+    pub balanced_by: String,
+    /// A digest of the whole split (every scenario of the selection with its shard): the
+    /// shards of one run made the same split.
+    pub split: String,
 }
 
 /// The counts of a run and how it ended.
@@ -147,14 +197,30 @@ pub struct RuleScenarioResult {
     pub verdict: String,
 }
 
-fn read(path: &Path) -> anyhow::Result<Results> {
+/// Reads a results file (version 1 or 2). A file that is not one is an error that says where:
+/// `FILE:LINE:COLUMN: what is wrong`.
+pub fn read(path: &Path) -> anyhow::Result<Results> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the results file `{}`", path.display()))?;
-    let results: Results = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "`{}` is not a results file (written by `run --json`; version {VERSION} is \
-             described by `{SCHEMA}`)",
-            path.display()
+    let results: Results = serde_json::from_str(&text).map_err(|e| {
+        let full = e.to_string();
+        let position = format!(" at line {} column {}", e.line(), e.column());
+        let what = full.strip_suffix(&position).unwrap_or(&full);
+        let not_json = matches!(
+            e.classify(),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+        );
+        anyhow::anyhow!(
+            "{}:{}:{}: {}: {what} (a results file is written by `run --json` or \
+             `--report-dir`; version {VERSION} is described by `{SCHEMA}`)",
+            path.display(),
+            e.line(),
+            e.column(),
+            if not_json {
+                "not JSON"
+            } else {
+                "not a results file"
+            }
         )
     })?;
     anyhow::ensure!(

@@ -7,9 +7,9 @@
 //!   when none can be had the check says on stderr that it did not run and why, and fails only
 //!   under `CI=true`.
 //! - `gate.sh` with `bash -n`, `sh -n` and shellcheck (when installed).
-//! - Every harness option either example passes to `run` or `smoke` (and the workflow to
-//!   `compare`) exists in the harness's `--help`, so the examples cannot drift from the command
-//!   line.
+//! - Every harness option either example passes to `run`, `smoke` or `merge` (and the workflow
+//!   to `compare`) exists in the harness's `--help`, so the examples cannot drift from the
+//!   command line.
 
 #[path = "common/optional_tool.rs"]
 mod optional_tool;
@@ -217,7 +217,8 @@ fn the_gate_script_parses_and_passes_shellcheck() {
 
 /// The options a file passes to `rewind-conformance <command>`: in the workflow, the command
 /// line (with its `\` continuations) after `rewind-conformance <command>`; in gate.sh, the
-/// lines that build the `run` arguments (`set -- run ...`, `set -- "$@" ...`) and call `smoke`.
+/// lines that build the arguments (`set -- run ...`, `set -- "$@" --...` for `run`, `set --
+/// merge ...`) and call `smoke`.
 fn options_used(text: &str, command: &str) -> Vec<String> {
     let option = regex::Regex::new(r"(?:^|\s)(--[a-z][a-z-]*)").expect("regex");
     let mut used = Vec::new();
@@ -227,8 +228,8 @@ fn options_used(text: &str, command: &str) -> Vec<String> {
         let line = lines[i];
         let starts = line.contains(&format!("rewind-conformance {command}"))
             || line.contains(&format!("\"$HARNESS\" {command}"))
-            || (command == "run"
-                && (line.contains("set -- run ") || line.contains("set -- \"$@\" --")));
+            || line.contains(&format!("set -- {command} "))
+            || (command == "run" && line.contains("set -- \"$@\" --"));
         if !starts {
             i += 1;
             continue;
@@ -252,8 +253,8 @@ fn options_used(text: &str, command: &str) -> Vec<String> {
 #[test]
 fn the_examples_use_only_options_the_harness_has() {
     let examples: [(&str, &[&str]); 2] = [
-        (WORKFLOW, &["run", "smoke", "compare"]),
-        (GATE, &["run", "smoke"]),
+        (WORKFLOW, &["run", "smoke", "compare", "merge"]),
+        (GATE, &["run", "smoke", "merge"]),
     ];
     for (file, commands) in examples {
         let text = std::fs::read_to_string(root().join(file)).expect("readable example");

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Gate an implementation on the rewind-conformance suite, in any CI: start the implementation's
 # driver-protocol v1 server, wait for its handshake, smoke-check it, run the suite in shards
-# (one after another, or all at once), collect every report, and exit with the worst shard's
-# exit code (0: every shard passed; see the README's exit codes: 1 conformance failures, 2 bad
-# usage, 3 the harness could not run, 4 protocol violations). ci/examples/github-actions.yml is
-# the same for GitHub Actions.
+# (one after another, or all at once; balanced by the durations of the previous gate run when
+# there is one), merge the shards' results into the reports of one run (`merge`), and exit with
+# the worst exit code of the shards and the merge (0: every shard passed; see the README's exit
+# codes: 1 conformance failures, 2 bad usage, 3 the harness could not run or the shards do not
+# merge, 4 protocol violations). ci/examples/github-actions.yml is the same for GitHub Actions.
 #
 #   SUT_START='./your-server --listen 127.0.0.1:8080' ci/examples/gate.sh [-- more run options]
 #
@@ -21,10 +22,14 @@
 #                 it every shard starts its own throwaway cluster from the local binaries
 #   SHARDS        how many shards (default 4)
 #   PARALLEL      1 runs the shards at once, 0 one after another (default 0)
-#   REPORT_DIR    where the reports go (default reports): one directory per shard
-#                 (shard-I/: junit.xml, results.json, summary.md, rules.html, fault-matrix.md,
-#                 compat-matrix.md, and run.log), the server's log (server.log) and summary.md,
-#                 every shard's summary one after another
+#   REPORT_DIR    where the reports go (default reports): the merged run's (junit.xml,
+#                 results.json, summary.md, rules.html, fault-matrix.md, compat-matrix.md, and
+#                 merge.log), one directory per shard (shard-I/: the same reports, and run.log)
+#                 and the server's log (server.log)
+#   DURATIONS     a previous run's results, whose scenario durations balance the shards by time
+#                 (--durations); default $REPORT_DIR/durations.json, which every gate run whose
+#                 shards merged leaves there (a copy of the merged results.json); without the
+#                 file the shards are balanced by count
 #   HARNESS_DIR   the rewind-conformance checkout (default: the one this script is in)
 #   HARNESS       the harness binary (default $HARNESS_DIR/target/release/rewind-conformance,
 #                 built with cargo when missing)
@@ -40,6 +45,7 @@ SUT_WAIT=${SUT_WAIT:-60}
 SHARDS=${SHARDS:-4}
 PARALLEL=${PARALLEL:-0}
 REPORT_DIR=${REPORT_DIR:-reports}
+DURATIONS=${DURATIONS:-}
 
 say() { printf 'gate: %s\n' "$*"; }
 die() { printf 'gate: %s\n' "$*" >&2; exit "${2:-2}"; }
@@ -60,6 +66,11 @@ absolute() {
 }
 [ -z "${PROFILE:-}" ] || PROFILE=$(absolute PROFILE "$PROFILE")
 [ -z "${EXPECTATIONS:-}" ] || EXPECTATIONS=$(absolute EXPECTATIONS "$EXPECTATIONS")
+if [ -n "$DURATIONS" ]; then
+    DURATIONS=$(absolute DURATIONS "$DURATIONS")
+elif [ -f "$REPORT_DIR/durations.json" ]; then
+    DURATIONS=$REPORT_DIR/durations.json
+fi
 
 if [ ! -x "$HARNESS" ]; then
     say "building the harness in $HARNESS_DIR"
@@ -127,7 +138,10 @@ run_shard() {
     shift
     dir=$REPORT_DIR/shard-$shard
     mkdir -p "$dir"
+    # A shard that writes no results this time must not leave the last run's to merge.
+    rm -f "$dir/results.json"
     set -- run --sut "$SUT_URL" --shard "$shard/$SHARDS" --report-dir "$dir/" "$@"
+    [ -z "$DURATIONS" ] || set -- "$@" --durations "$DURATIONS"
     [ -z "${PROFILE:-}" ] || set -- "$@" --profile "$PROFILE"
     [ -z "${EXPECTATIONS:-}" ] || set -- "$@" --expectations "$EXPECTATIONS"
     [ -z "${REWIND_DATABASE_URL:-}" ] || set -- "$@" --database-url "$REWIND_DATABASE_URL"
@@ -137,6 +151,11 @@ run_shard() {
     return "$status"
 }
 
+if [ -n "$DURATIONS" ]; then
+    say "balancing the shards by the durations in $DURATIONS"
+else
+    say "no durations of an earlier run: balancing the shards by count"
+fi
 i=1
 while [ "$i" -le "$SHARDS" ]; do
     if [ "$PARALLEL" = 1 ]; then
@@ -155,25 +174,32 @@ for pid in $shard_pids; do
 done
 shard_pids=""
 
-# The worst exit code, and every shard's summary in one file.
+# Every shard's exit code, then the shards merged into one run's reports; the worst exit code.
 worst=0
-: >"$REPORT_DIR/summary.md"
+set -- merge --report-dir "$REPORT_DIR"
 i=1
 while [ "$i" -le "$SHARDS" ]; do
     dir=$REPORT_DIR/shard-$i
     status=$(cat "$dir/exit-code" 2>/dev/null || echo 3)
     say "shard $i/$SHARDS exited $status: $(tail -n 1 "$dir/run.log" 2>/dev/null)"
     [ "$status" -le "$worst" ] || worst=$status
-    {
-        printf '## Shard %s/%s (exit code %s)\n\n' "$i" "$SHARDS" "$status"
-        if [ -f "$dir/summary.md" ]; then
-            cat "$dir/summary.md"
-        else
-            printf 'No summary: see %s.\n' "$dir/run.log"
-        fi
-        printf '\n'
-    } >>"$REPORT_DIR/summary.md"
+    set -- "$@" "$dir/results.json"
     i=$((i + 1))
 done
+merged=0
+"$HARNESS" "$@" >"$REPORT_DIR/merge.log" 2>&1 || merged=$?
+tail -n 1 "$REPORT_DIR/merge.log"
+say "merge exited $merged (see $REPORT_DIR/merge.log)"
+[ "$merged" -le "$worst" ] || worst=$merged
+if [ "$merged" -eq 0 ] || [ "$merged" -eq 1 ] || [ "$merged" -eq 4 ]; then
+    # The merged run's durations balance the next gate run's shards.
+    cp "$REPORT_DIR/results.json" "$REPORT_DIR/durations.json"
+else
+    {
+        printf '## Rewind conformance: the shards did not merge (exit code %s)\n\n```\n' "$merged"
+        cat "$REPORT_DIR/merge.log"
+        printf '```\n'
+    } >"$REPORT_DIR/summary.md"
+fi
 say "reports in $REPORT_DIR; exit code $worst"
 exit "$worst"

@@ -44,6 +44,37 @@ pub(super) struct CompareArgs {
     pub(super) compat_only: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub(super) struct MergeArgs {
+    /// The results files of the shards of one split run (each shard's `--json` file, or the
+    /// `results.json` of its `--report-dir`), in any order: every shard once.
+    #[arg(required = true, value_name = "SHARD.json")]
+    pub(super) shards: Vec<PathBuf>,
+    /// Write the merged run's JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) junit: Option<PathBuf>,
+    /// Write the merged run's results file here (a `--durations` file for the next split run).
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+    /// Write the merged run's Markdown summary here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) markdown: Option<PathBuf>,
+    /// Write the merged run's rule matrix page here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) html: Option<PathBuf>,
+    /// Write the merged run's runtime restore fault matrix here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) fault_matrix: Option<PathBuf>,
+    /// Write the merged run's runtime compatibility matrix here.
+    #[arg(long, value_name = "FILE")]
+    pub(super) compat_matrix: Option<PathBuf>,
+    /// Write every report of the merged run into this directory, as `run --report-dir` does:
+    /// `junit.xml`, `results.json`, `summary.md`, `rules.html`, `fault-matrix.md`,
+    /// `compat-matrix.md`.
+    #[arg(long, value_name = "DIR")]
+    pub(super) report_dir: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PostgresWay {
     /// An ephemeral cluster from the local PostgreSQL binaries.

@@ -291,9 +291,9 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             fixtures.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
-    let (only, expected) = shard_of_selection(&args, &selected)?;
+    let split = shard_of_selection(&args, &selected)?;
     if args.list {
-        print_list(&args, &selected, only.as_ref(), &catalog);
+        print_list(&args, &selected, split.only.as_ref(), &catalog);
         return Ok(Outcome::Passed);
     }
     let profile = load_profile(&args, &catalog)?;
@@ -301,6 +301,19 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         Some(path) => Expectations::load(path)?,
         None => Expectations::default(),
     };
+    let selection = crate::results::Selection {
+        suite: suite_digest(&args.paths, &scan.files, &fixtures),
+        tags: effective_tags(&args),
+        name: args.name.clone(),
+        scenarios: split.selected,
+        digest: split.digest.clone(),
+        expectations: args.expectations.as_ref().map(|path| {
+            crate::suite::shard::Digest::default()
+                .eat(&std::fs::read(path).unwrap_or_default())
+                .hex()
+        }),
+    };
+    let (only, expected, shard) = (split.only, split.expected, split.shard);
     reap_leftovers();
     // The handshake comes first: a server that is not there, or speaks another protocol, is
     // told in one line before PostgreSQL starts.
@@ -356,7 +369,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
                 .map(|c| format!("refusal codes disagree between scenarios: {c}")),
         )
         .collect();
-    let data = crate::reports::RunData::new(
+    let mut data = crate::reports::RunData::new(
         &stats.sut,
         &stats.profile,
         started_at,
@@ -366,6 +379,8 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         (&stats.faults, &stats.compat),
         problems,
     );
+    data.selection = Some(selection);
+    data.shard = shard;
     // A report that cannot be written fails the run, after the summary is printed.
     let written = crate::reports::write_all(&report_targets, &data);
     print_summary(&args, &choice, provision_time, &report, &stats);
@@ -380,6 +395,40 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Passed
     })
+}
+
+/// A digest of the suite's files a run reads: the feature files (by their place in the features
+/// directory), the catalog, the untestable, pending, ambiguity and leak lists, the fixtures (by
+/// name). Runs of the same suite from different places or machines get the same digest.
+fn suite_digest(
+    paths: &super::args::Paths,
+    feature_files: &[std::path::PathBuf],
+    fixtures: &std::collections::BTreeMap<String, rewind_conformance::fixtures::Fixture>,
+) -> String {
+    let mut digest = crate::suite::shard::Digest::default();
+    let read = |path: &std::path::Path| std::fs::read(path).unwrap_or_default();
+    let root = features_dir(&paths.features);
+    let mut files: Vec<(String, &std::path::PathBuf)> = feature_files
+        .iter()
+        .map(|f| (f.strip_prefix(root).unwrap_or(f).display().to_string(), f))
+        .collect();
+    files.sort();
+    for (name, path) in files {
+        digest.eat(name.as_bytes()).eat(&read(path));
+    }
+    for path in [
+        &paths.catalog,
+        &paths.untestable,
+        &paths.pending,
+        &paths.ambiguities,
+        &paths.leak_allow,
+    ] {
+        digest.eat(&read(path));
+    }
+    for (name, fixture) in fixtures {
+        digest.eat(name.as_bytes()).eat(&read(&fixture.path));
+    }
+    digest.hex()
 }
 
 /// What a suite run gathered besides its report: for the summary and the report files.

@@ -2,7 +2,7 @@
 //! lives in submodules: the arguments in [`args`], a run from start to exit code in
 //! [`lifecycle`], the scenarios it executes in [`selection`], its report files in
 //! [`report_files`], what it prints at the end in [`summary`], the `coverage` command in
-//! [`coverage`].
+//! [`coverage`], the `merge` command in [`merge`].
 //!
 //! Exit codes (one place, documented in the README):
 //! - 0: every selected scenario passed (or the coverage gate passed);
@@ -14,7 +14,8 @@
 //! - 3: the harness itself could not run (no PostgreSQL, an unreadable or invalid catalog,
 //!   feature, fixture, profile or expectations file, a scenario tagged with a rule id the
 //!   catalog lacks or naming a fixture that does not exist, an implementation URL nothing
-//!   answers on);
+//!   answers on; for `merge`, results files that cannot be read or are not the shards of one
+//!   split run);
 //! - 4: protocol violations: the implementation's server answered outside driver protocol v1
 //!   (another version, a body that is not JSON or off the schema), whatever else failed;
 //! - 128 + the signal's number when SIGHUP (129), SIGINT (130) or SIGTERM (143) ended the run,
@@ -25,6 +26,7 @@
 mod args;
 mod coverage;
 mod lifecycle;
+mod merge;
 mod report_files;
 mod selection;
 mod summary;
@@ -37,7 +39,7 @@ use clap::{Parser, Subcommand};
 pub(crate) use args::RunArgs;
 pub(crate) use lifecycle::{prepare, run_on_server, SuiteInputs};
 
-use args::{CompareArgs, CoverageArgs, SmokeArgs};
+use args::{CompareArgs, CoverageArgs, MergeArgs, SmokeArgs};
 
 const EXIT_FAILURES: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -70,6 +72,9 @@ enum Command {
     /// Compare two `--json` results scenario by scenario, and their runtime compatibility side by
     /// side (exit 1 when any outcome differs or a runtime step diverges).
     Compare(CompareArgs),
+    /// Merge the results files of the shards of one split run (`run --shard I/N`) into the
+    /// reports of one run, after checking they are that (exit 1 when a shard failed).
+    Merge(MergeArgs),
     /// Check in seconds that a server speaks the driver protocol: handshake, attach, one
     /// trivial rewind, its events, detach.
     Smoke(SmokeArgs),
@@ -151,6 +156,7 @@ pub fn main() -> ExitCode {
             }
             Ok(passed_if(compared.same))
         }),
+        Command::Merge(args) => merge::merge(&args),
         Command::Suite(args) => suite(&args),
         Command::Steps => crate::step_reference::markdown()
             .map_err(anyhow::Error::msg)

@@ -23,7 +23,16 @@ pub(super) fn report_targets(args: &RunArgs) -> Vec<crate::reports::Target> {
 
 /// Checks that each report path of the run can be written, without leaving a file behind.
 pub(super) fn check_output_paths(args: &RunArgs) -> anyhow::Result<()> {
-    if let Some(dir) = &args.report_dir {
+    check_targets(args.report_dir.as_deref(), &report_targets(args))
+}
+
+/// Checks that each of `targets` (`report_dir`'s among them) can be written, without leaving a
+/// file behind.
+pub(super) fn check_targets(
+    report_dir: Option<&std::path::Path>,
+    targets: &[crate::reports::Target],
+) -> anyhow::Result<()> {
+    if let Some(dir) = report_dir {
         if dir.exists() && !dir.is_dir() {
             return Err(usage(format!(
                 "`--report-dir {0}` cannot be written: `{0}` is not a directory; choose a \
@@ -32,7 +41,7 @@ pub(super) fn check_output_paths(args: &RunArgs) -> anyhow::Result<()> {
             )));
         }
     }
-    for target in report_targets(args) {
+    for target in targets {
         let path = &target.path;
         let fail = |why: String| {
             usage(format!(

@@ -6,16 +6,28 @@ use rewind_conformance::catalog::Catalog;
 use super::args::RunArgs;
 use super::usage;
 
-/// The scenarios this run executes when it is one shard of a split run (`None`: every selected
-/// one), and how many scenarios it will finish.
+/// What a run executes of its selection.
+pub(super) struct Split {
+    /// The scenarios this run executes when it is one shard of a split run (`None`: every
+    /// selected one).
+    pub(super) only: Option<std::collections::HashSet<crate::suite::shard::Key>>,
+    /// How many scenarios it will finish.
+    pub(super) expected: usize,
+    /// How many the filters select (every shard together).
+    pub(super) selected: usize,
+    /// A digest of their places.
+    pub(super) digest: String,
+    /// Which shard this run is, for the results file.
+    pub(super) shard: Option<crate::results::ShardRecord>,
+}
+
+/// The scenarios this run executes when it is one shard of a split run, and what the results
+/// file records of the selection and the split.
 pub(super) fn shard_of_selection(
     args: &RunArgs,
     selected: &[crate::suite::selection::Selected],
-) -> anyhow::Result<(
-    Option<std::collections::HashSet<crate::suite::shard::Key>>,
-    usize,
-)> {
-    use crate::suite::shard::{assign, load_durations, Key};
+) -> anyhow::Result<Split> {
+    use crate::suite::shard::{assign, load_durations, selection_digest, split_digest, Key};
     let keys: Vec<Key> = selected
         .iter()
         .flat_map(|s| {
@@ -28,8 +40,15 @@ pub(super) fn shard_of_selection(
             })
         })
         .collect();
+    let digest = selection_digest(&keys);
     let Some(spec) = args.shard else {
-        return Ok((None, keys.len()));
+        return Ok(Split {
+            only: None,
+            expected: keys.len(),
+            selected: keys.len(),
+            digest,
+            shard: None,
+        });
     };
     let durations = args.durations.as_deref().map(load_durations).transpose()?;
     let shard_of = assign(&keys, spec.count, durations.as_ref());
@@ -64,7 +83,24 @@ pub(super) fn shard_of_selection(
         "shard {spec}: {count} of {} scenarios ({balance})",
         keys.len()
     );
-    Ok((Some(mine), count))
+    Ok(Split {
+        only: Some(mine),
+        expected: count,
+        selected: keys.len(),
+        digest,
+        shard: Some(crate::results::ShardRecord {
+            index: spec.index,
+            count: spec.count,
+            scenarios: count,
+            balanced_by: if durations.is_some() {
+                "durations"
+            } else {
+                "count"
+            }
+            .to_owned(),
+            split: split_digest(&keys, &shard_of),
+        }),
+    })
 }
 
 /// `--list`: the selected scenarios (one line each, with their rules), then the rules they

@@ -90,6 +90,8 @@ pub fn render(data: &RunData) -> anyhow::Result<String> {
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         ),
         duration_ms: Some(millis(data.duration)),
+        selection: data.selection.clone(),
+        shard: data.shard.clone(),
         summary: Some(Summary {
             outcome: data.outcome().as_str().to_owned(),
             scenarios: data.scenarios.len(),
@@ -100,6 +102,7 @@ pub fn render(data: &RunData) -> anyhow::Result<String> {
         rules,
         refusal_codes: data.refusal_codes.clone(),
         compatibility: data.compat.rows(),
+        faults: data.faults.counts(),
         problems: data.problems.clone(),
     };
     let text = serde_json::to_string_pretty(&results).context("serialising the results")?;

@@ -344,6 +344,10 @@ pub struct RunData<'a> {
     /// What failed the run outside every scenario: features that did not parse, expectations
     /// that name no scenario.
     pub problems: Vec<String>,
+    /// What the run selected, from which suite (recorded in the results file).
+    pub selection: Option<crate::results::Selection>,
+    /// Which shard of a split run this is.
+    pub shard: Option<crate::results::ShardRecord>,
 }
 
 impl<'a> RunData<'a> {
@@ -381,6 +385,8 @@ impl<'a> RunData<'a> {
             faults,
             compat,
             problems,
+            selection: None,
+            shard: None,
         }
     }
 

@@ -254,6 +254,23 @@ impl CompatMatrix {
         self.rows.is_empty()
     }
 
+    /// Adds recorded rows (another run's, e.g. another shard's): the calls add up.
+    pub fn add_rows(&mut self, rows: &[Row]) {
+        for row in rows {
+            let steps = self
+                .rows
+                .entry((row.runtime.clone(), row.release.clone()))
+                .or_default();
+            for (step, cell) in &row.steps {
+                let mine = steps.entry(*step).or_default();
+                mine.works += cell.works;
+                for (error, count) in &cell.refused {
+                    *mine.refused.entry(error.clone()).or_default() += count;
+                }
+            }
+        }
+    }
+
     /// The rows, runtime then release order.
     pub fn rows(&self) -> Vec<Row> {
         self.rows
@@ -592,6 +609,15 @@ mod tests {
         matrix.add(&seen);
         let table = matrix.markdown();
         assert!(table.contains("| codex | 0.171.0 | works (1) | works (2) | works (1); refused (1): Invalid request: unknown variant `thread/rollback` | works (1) | works (1) |"), "{table}");
+        // Two runs' rows add up, as if one run had made every call.
+        let (first, second) = seen.split_at(3);
+        let (mut a, mut b) = (CompatMatrix::default(), CompatMatrix::default());
+        a.add(first);
+        b.add(second);
+        let mut merged = CompatMatrix::default();
+        merged.add_rows(&a.rows());
+        merged.add_rows(&b.rows());
+        assert_eq!(merged, matrix);
     }
 
     #[test]

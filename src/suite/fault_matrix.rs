@@ -2,6 +2,7 @@
 //! that fault in that runtime passed.
 
 use rewind_mock_runtimes::faults::FaultKind;
+use serde::{Deserialize, Serialize};
 
 use super::matrix::OutcomeMatrix;
 
@@ -15,6 +16,21 @@ pub struct FaultCell {
     pub runtime: String,
     /// The fault's label (`success-without-effect`, ...).
     pub fault: String,
+}
+
+/// One cell of the matrix as the results file records it (`faults`): how many scenarios planted
+/// this fault in this runtime's restore, and how many of them passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FaultCount {
+    /// The runtime id.
+    pub runtime: String,
+    /// The fault's label.
+    pub fault: String,
+    /// Scenarios that planted it.
+    pub scenarios: usize,
+    /// Those of them that passed.
+    pub passed: usize,
 }
 
 /// Results by (runtime, fault).
@@ -32,6 +48,31 @@ impl FaultMatrix {
             matrix.add(&cell.runtime, &cell.fault, *passed);
         }
         FaultMatrix { matrix }
+    }
+
+    /// Builds the matrix from recorded cells (those of several runs add up).
+    pub fn from_counts(counts: &[FaultCount]) -> FaultMatrix {
+        let mut matrix = Self::from_results(&[]);
+        for c in counts {
+            matrix
+                .matrix
+                .add_counts(&c.runtime, &c.fault, c.passed, c.scenarios);
+        }
+        matrix
+    }
+
+    /// The cells some scenario contributed to, in printing order.
+    pub fn counts(&self) -> Vec<FaultCount> {
+        self.matrix
+            .cells()
+            .into_iter()
+            .map(|(runtime, fault, passed, scenarios)| FaultCount {
+                runtime: runtime.to_owned(),
+                fault: fault.to_owned(),
+                scenarios,
+                passed,
+            })
+            .collect()
     }
 
     /// Whether no fault scenario ran.
@@ -67,5 +108,12 @@ mod tests {
         );
         assert!(md.contains("| builtin | - | - | - | - | - | - |"), "{md}");
         assert!(FaultMatrix::default().is_empty());
+        // Recorded and read back, twice over: the counts add up.
+        let counts = matrix.counts();
+        assert_eq!(counts.len(), 2);
+        let doubled: Vec<FaultCount> = counts.iter().chain(&counts).cloned().collect();
+        let again = FaultMatrix::from_counts(&doubled);
+        assert_eq!(again.markdown(), md);
+        assert_eq!(again.counts()[1].scenarios, 4);
     }
 }

@@ -92,6 +92,11 @@ impl OutcomeMatrix {
 
     /// Counts one scenario in cell (`row`, `column`).
     pub fn add(&mut self, row: &str, column: &str, passed: bool) {
+        self.add_counts(row, column, usize::from(passed), 1);
+    }
+
+    /// Counts `total` scenarios in cell (`row`, `column`), `passed` of which passed.
+    pub fn add_counts(&mut self, row: &str, column: &str, passed: usize, total: usize) {
         if !self.rows.iter().any(|r| r == row) {
             self.rows.push(row.to_owned());
         }
@@ -107,10 +112,22 @@ impl OutcomeMatrix {
             .cells
             .entry((row.to_owned(), column.to_owned()))
             .or_default();
-        entry.1 += 1;
-        if passed {
-            entry.0 += 1;
-        }
+        entry.0 += passed;
+        entry.1 += total;
+    }
+
+    /// Every cell a scenario contributed to, rows and columns in printing order: (row, column,
+    /// passed, total).
+    pub fn cells(&self) -> Vec<(&str, &str, usize, usize)> {
+        self.rows
+            .iter()
+            .flat_map(|row| self.columns.iter().map(move |column| (row, column)))
+            .filter_map(|(row, column)| {
+                self.cells
+                    .get(&(row.clone(), column.clone()))
+                    .map(|(passed, total)| (row.as_str(), column.as_str(), *passed, *total))
+            })
+            .collect()
     }
 
     /// Whether no scenario contributed.

@@ -70,10 +70,17 @@ pub type Durations = HashMap<Key, f64>;
 pub fn load_durations(path: &Path) -> anyhow::Result<Durations> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the durations file `{}`", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "`{}` is not JSON (give a results file written by `run --json` or `--report-dir`)",
-            path.display()
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let full = e.to_string();
+        let position = format!(" at line {} column {}", e.line(), e.column());
+        anyhow::anyhow!(
+            "{}:{}:{}: `{}` is not JSON: {} (give a results file written by `run --json` or \
+             `--report-dir`)",
+            path.display(),
+            e.line(),
+            e.column(),
+            path.display(),
+            full.strip_suffix(&position).unwrap_or(&full)
         )
     })?;
     let scenarios = value
@@ -180,6 +187,62 @@ pub fn loads(
     out
 }
 
+/// A 64-bit FNV-1a digest, the same on every machine and build: what the results file records
+/// to tell whether two shards come from one run (the suite they read, the scenarios they
+/// selected, the split they made).
+#[derive(Debug, Clone, Copy)]
+pub struct Digest(u64);
+
+impl Default for Digest {
+    fn default() -> Self {
+        Digest(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Digest {
+    /// Takes in `bytes`, with their length first (so that `ab`,`c` and `a`,`bc` differ).
+    pub fn eat(&mut self, bytes: &[u8]) -> &mut Self {
+        for b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
+
+    /// The digest in 16 hexadecimal digits.
+    pub fn hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+/// The digest of a selection: every scenario's place, in order.
+pub fn selection_digest(keys: &[Key]) -> String {
+    let mut sorted: Vec<&Key> = keys.iter().collect();
+    sorted.sort();
+    let mut digest = Digest::default();
+    for key in sorted {
+        digest
+            .eat(key.feature.as_bytes())
+            .eat(&(key.line as u64).to_le_bytes());
+    }
+    digest.hex()
+}
+
+/// The digest of a split: each scenario's place with its shard (0-based, as [`assign`] gives
+/// them). Two shards made the same split exactly when their digests are equal.
+pub fn split_digest(keys: &[Key], shard_of: &[usize]) -> String {
+    let mut pairs: Vec<(&Key, usize)> = keys.iter().zip(shard_of.iter().copied()).collect();
+    pairs.sort();
+    let mut digest = Digest::default();
+    for (key, shard) in pairs {
+        digest
+            .eat(key.feature.as_bytes())
+            .eat(&(key.line as u64).to_le_bytes())
+            .eat(&(shard as u64).to_le_bytes());
+    }
+    digest.hex()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +313,31 @@ mod tests {
     }
 
     #[test]
+    fn digests_follow_the_selection_and_the_split_not_the_order() {
+        let keys = keys(9);
+        let mut reversed = keys.clone();
+        reversed.reverse();
+        assert_eq!(selection_digest(&keys), selection_digest(&reversed));
+        assert_ne!(selection_digest(&keys), selection_digest(&keys[1..]));
+        let a = assign(&keys, 3, None);
+        let b = assign(&reversed, 3, None);
+        assert_eq!(split_digest(&keys, &a), split_digest(&reversed, &b));
+        let durations: Durations = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), (i * i) as f64 * 10.0))
+            .collect();
+        let c = assign(&keys, 3, Some(&durations));
+        assert_ne!(split_digest(&keys, &a), split_digest(&keys, &c));
+        let mut ab = Digest::default();
+        let mut a_b = Digest::default();
+        assert_ne!(
+            ab.eat(b"ab").eat(b"c").hex(),
+            a_b.eat(b"a").eat(b"bc").hex()
+        );
+    }
+
+    #[test]
     fn a_results_file_without_durations_is_refused_with_the_path() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("old.json");
@@ -259,10 +347,11 @@ mod tests {
             err.contains("old.json") && err.contains("durationMs"),
             "{err}"
         );
-        std::fs::write(&path, "not json").expect("written");
-        assert!(load_durations(&path)
-            .expect_err("not json")
-            .to_string()
-            .contains("is not JSON"));
+        std::fs::write(&path, "{\n  \"scenarios\": [,]\n}").expect("written");
+        let err = load_durations(&path).expect_err("not json").to_string();
+        assert!(
+            err.contains("is not JSON") && err.contains("old.json:2:17: "),
+            "{err}"
+        );
     }
 }
