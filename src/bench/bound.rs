@@ -24,31 +24,31 @@ WITH target AS (
                'deliveryPreview', 'preview']
 ), activity AS (
   UPDATE scope_activity_events a SET status = 'suppressed'
-  WHERE a.status = 'pending' AND a.message_id IN (SELECT id FROM suffix)
+  FROM suffix WHERE a.message_id = suffix.id AND a.status = 'pending'
 ), fanout AS (
   UPDATE scope_fanout_outbox f SET status = 'suppressed', leased_until = NULL
-  WHERE f.status IN ('pending', 'leased') AND f.message_id IN (SELECT id FROM suffix)
+  FROM suffix WHERE f.message_id = suffix.id AND f.status IN ('pending', 'leased')
 ), cards AS (
-  DELETE FROM scope_share_cards c WHERE c.message_id IN (SELECT id FROM suffix)
+  DELETE FROM scope_share_cards c USING suffix WHERE c.message_id = suffix.id
 ), reactions AS (
-  DELETE FROM scope_message_reactions r WHERE r.message_id IN (SELECT id FROM suffix)
+  DELETE FROM scope_message_reactions r USING suffix WHERE r.message_id = suffix.id
 ), pins AS (
-  DELETE FROM scope_message_pins p WHERE p.message_id IN (SELECT id FROM suffix)
+  DELETE FROM scope_message_pins p USING suffix WHERE p.message_id = suffix.id
 ), notices AS (
-  DELETE FROM scope_message_top_notices n WHERE n.message_id IN (SELECT id FROM suffix)
+  DELETE FROM scope_message_top_notices n USING suffix WHERE n.message_id = suffix.id
 ), docs AS (
-  DELETE FROM scope_message_search_docs d WHERE d.message_id IN (SELECT id FROM suffix)
+  DELETE FROM scope_message_search_docs d USING suffix WHERE d.message_id = suffix.id
 ), sources AS (
   DELETE FROM scope_message_sources o WHERE o.id IN (
     SELECT o1.id FROM scope_message_sources o1 JOIN suffix ON o1.message_id = suffix.id
     UNION
     SELECT o2.id FROM scope_message_sources o2 JOIN suffix ON o2.source_message_id = suffix.id)
 ), files AS (
-  DELETE FROM attachments f
-  WHERE f.owner_kind = 'message' AND f.message_id IN (SELECT id FROM suffix)
+  DELETE FROM attachments f USING suffix
+  WHERE f.message_id = suffix.id AND f.owner_kind = 'message'
 ), stream AS (
   UPDATE im_stream_events e SET payload_json = e.payload_json - content_keys.k
-  FROM content_keys WHERE e.message_id IN (SELECT id FROM suffix)
+  FROM content_keys, suffix WHERE e.message_id = suffix.id
 ), conv_index AS (
   UPDATE im_conversation_index i SET
     projection_json = CASE
@@ -57,9 +57,9 @@ WITH target AS (
                        (i.projection_json -> 'lastMessage') - content_keys.k)
       ELSE i.projection_json - content_keys.k END,
     updated_at = now()
-  FROM content_keys WHERE i.last_message_id IN (SELECT id FROM suffix)
+  FROM content_keys, suffix WHERE i.last_message_id = suffix.id
 ), points AS (
-  DELETE FROM message_recovery_points rp WHERE rp.message_id IN (SELECT id FROM suffix)
+  DELETE FROM message_recovery_points rp USING suffix WHERE rp.message_id = suffix.id
 ), tombstone AS (
   UPDATE scope_messages m SET content = '',
     metadata = jsonb_build_object('messageRecall', jsonb_build_object(
