@@ -40,7 +40,7 @@ impl Default for BenchOptions {
             iterations: 3,
             workspace: true,
             workspace_scopes: 1_000,
-            workspace_scope_len: 1_000,
+            workspace_scope_len: 300,
         }
     }
 }

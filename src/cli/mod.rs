@@ -104,7 +104,7 @@ struct BenchArgs {
           value_parser = clap::value_parser!(i64).range(1..=100_000))]
     workspace_scopes: i64,
     /// Messages per other scope in the workspace case.
-    #[arg(long, value_name = "COUNT", default_value_t = 1000,
+    #[arg(long, value_name = "COUNT", default_value_t = 300,
           value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     workspace_scope_len: i64,
     /// Use the PostgreSQL server at this URL instead of an embedded one.
