@@ -5,6 +5,7 @@
 //! [`fixtures`]), provisioning the shared PostgreSQL ([`postgres`]) and driving an implementation
 //! through the [`sut`] contract. The binary adds the command line and the Gherkin step library.
 
+pub mod bench;
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod bundled;

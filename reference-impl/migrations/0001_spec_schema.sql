@@ -291,3 +291,17 @@ CREATE TABLE rewind_operations (
 CREATE UNIQUE INDEX rewind_operations_one_preparing_idx ON rewind_operations (thread_id)
     WHERE status = 'preparing';
 CREATE INDEX rewind_operations_thread_idx ON rewind_operations (thread_id, created_at);
+
+-- Lookups a rewind makes that no key above serves once a workspace has many scopes: the pins
+-- and top notices of a message (their keys lead with the scope), the conversation index rows
+-- whose last message is rewound, the read state of a scope (the unique membership indexes are
+-- partial), and an agent's activity after its recovery point (authored messages, deliveries).
+CREATE INDEX scope_message_pins_message_idx ON scope_message_pins (message_id);
+CREATE INDEX scope_message_top_notices_message_idx ON scope_message_top_notices (message_id);
+CREATE INDEX im_conversation_index_last_message_idx ON im_conversation_index (last_message_id)
+    WHERE last_message_id IS NOT NULL;
+CREATE INDEX scope_memberships_scope_idx ON scope_memberships (scope_id);
+CREATE INDEX scope_messages_agent_idx ON scope_messages (author_agent_id, global_seq)
+    WHERE author_agent_id IS NOT NULL;
+CREATE INDEX scope_fanout_outbox_agent_idx ON scope_fanout_outbox (recipient_id)
+    WHERE recipient_kind = 'agent';

@@ -5,7 +5,7 @@
 //! suffix (primary and cascades) last, archives cascaded reply threads, recomputes and clamps,
 //! deletes the consumed recovery points and marks the operation completed.
 
-use sqlx::{Acquire, PgPool};
+use sqlx::{Acquire, PgConnection, PgPool};
 
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::lifecycle;
@@ -53,7 +53,19 @@ pub async fn apply_rewind(
 ) -> Result<Applied, RewindError> {
     let mut tx = pool.begin().await.db("beginning the apply transaction")?;
     let conn = tx.acquire().await.db("acquiring the apply connection")?;
+    let applied = apply_in(conn, plan, operation_id, variant).await?;
+    tx.commit().await.db("committing the apply transaction")?;
+    Ok(applied)
+}
 
+/// The statements of [`apply_rewind`] on `conn`, which must be inside a transaction the caller
+/// commits (or, to measure the apply without keeping it, rolls back).
+pub async fn apply_in(
+    conn: &mut PgConnection,
+    plan: &RewindPlan,
+    operation_id: &str,
+    variant: Variant,
+) -> Result<Applied, RewindError> {
     let scopes: Vec<String> = plan
         .boundary
         .tombstone_scopes()
@@ -151,7 +163,6 @@ pub async fn apply_rewind(
     }
     scrub::delete_consumed_recovery_points(conn, &ids).await?;
     lifecycle::complete(conn, operation_id, &ids).await?;
-    tx.commit().await.db("committing the apply transaction")?;
     Ok(Applied {
         rewound_message_ids: ids,
         notice,

@@ -87,6 +87,56 @@ enum Command {
     /// Say which suite is built into this binary and where it is unpacked; `--extract DIR`
     /// writes a copy (to read the features, or to start a suite of one's own for `--suite`).
     Suite(SuiteArgs),
+    /// Measure the reference's rewind against a set-based SQL lower bound on generated
+    /// conversations, and print the table as Markdown.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// The suffix lengths to rewind, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,10000,100000",
+          value_parser = clap::value_parser!(i64).range(1..=10_000_000))]
+    sizes: Vec<i64>,
+    /// Timed iterations per measurement (after one warm-up); the median is shown.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    iterations: u32,
+    /// Skip the case of the same scopes inside a workspace of many other scopes.
+    #[arg(long)]
+    no_workspace: bool,
+    /// Other scopes in the workspace case.
+    #[arg(long, value_name = "COUNT", default_value_t = 1000,
+          value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    workspace_scopes: i64,
+    /// Messages per other scope in the workspace case.
+    #[arg(long, value_name = "COUNT", default_value_t = 300,
+          value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    workspace_scope_len: i64,
+    /// Use the PostgreSQL server at this URL instead of an embedded one.
+    #[arg(long, env = "REWIND_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+/// The `bench` command.
+async fn bench(args: BenchArgs) -> anyhow::Result<Outcome> {
+    use rewind_conformance::bench;
+    use rewind_conformance::postgres::PostgresChoice;
+    let choice = match args.database_url {
+        Some(url) => PostgresChoice::Url(url),
+        None => PostgresChoice::Embedded,
+    };
+    let options = bench::BenchOptions {
+        sizes: args.sizes,
+        iterations: args.iterations,
+        workspace: !args.no_workspace,
+        workspace_scopes: args.workspace_scopes,
+        workspace_scope_len: args.workspace_scope_len,
+    };
+    let report = bench::run(&choice, &options, &mut |line| eprintln!("bench: {line}"))
+        .await
+        .map_err(|e| anyhow::anyhow!("the benchmark failed: {e}"))?;
+    print!("{}", bench::markdown(&report));
+    Ok(Outcome::Passed)
 }
 
 #[derive(Debug, clap::Args)]
@@ -158,6 +208,7 @@ pub fn main() -> ExitCode {
         }),
         Command::Merge(args) => merge::merge(&args),
         Command::Suite(args) => suite(&args),
+        Command::Bench(args) => block_on(bench(args)),
         Command::Steps => crate::step_reference::markdown()
             .map_err(anyhow::Error::msg)
             .map(|text| {
