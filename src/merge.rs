@@ -352,17 +352,7 @@ impl Merged {
 }
 
 fn outcome_of(verdict: &str) -> Option<Outcome> {
-    [
-        Outcome::Passed,
-        Outcome::Failed,
-        Outcome::Skipped,
-        Outcome::ProtocolViolation,
-        Outcome::ExpectedFailure,
-        Outcome::UnexpectedPass,
-        Outcome::NotApplicable,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == verdict)
+    Outcome::ALL.into_iter().find(|o| o.as_str() == verdict)
 }
 
 /// When `file`'s run started and ended.

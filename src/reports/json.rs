@@ -59,18 +59,10 @@ pub fn render(data: &RunData) -> anyhow::Result<String> {
                 .collect(),
         })
         .collect();
-    let mut verdicts: BTreeMap<String, usize> = [
-        Outcome::Passed,
-        Outcome::Failed,
-        Outcome::Skipped,
-        Outcome::ProtocolViolation,
-        Outcome::ExpectedFailure,
-        Outcome::UnexpectedPass,
-        Outcome::NotApplicable,
-    ]
-    .iter()
-    .map(|o| (o.as_str().to_owned(), 0))
-    .collect();
+    let mut verdicts: BTreeMap<String, usize> = Outcome::ALL
+        .iter()
+        .map(|o| (o.as_str().to_owned(), 0))
+        .collect();
     for s in &data.scenarios {
         *verdicts.entry(s.outcome.as_str().to_owned()).or_default() += 1;
     }

@@ -156,6 +156,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order the reports count them.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Passed,
+        Outcome::Failed,
+        Outcome::Skipped,
+        Outcome::ProtocolViolation,
+        Outcome::ExpectedFailure,
+        Outcome::UnexpectedPass,
+        Outcome::NotApplicable,
+    ];
+
     /// The name in the JSON results and the pages' classes.
     pub fn as_str(self) -> &'static str {
         match self {
