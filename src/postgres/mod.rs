@@ -22,7 +22,7 @@ pub use embedded::{
 #[cfg(test)]
 pub(crate) use error::tests as error_tests;
 pub use error::{ProvisionError, HOW_TO_PROVIDE};
-pub use template::{drop_all_live, redact, ScenarioDatabase, TemplateDatabase, LOCK_CLASS};
+pub use template::{drop_all_live, redact, ScenarioDatabase, Seed, TemplateDatabase, LOCK_CLASS};
 
 /// How the harness obtains its PostgreSQL server.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -70,6 +70,20 @@ pub async fn drop_all_live(limit: Duration) -> usize {
     failed
 }
 
+/// What writes a fixture into a new database, on the connection it is given; returns what
+/// went wrong in words.
+pub trait Seed:
+    for<'c> FnOnce(&'c mut sqlx::PgConnection) -> futures::future::BoxFuture<'c, Result<(), String>>
+{
+}
+
+impl<F> Seed for F where
+    F: for<'c> FnOnce(
+        &'c mut sqlx::PgConnection,
+    ) -> futures::future::BoxFuture<'c, Result<(), String>>
+{
+}
+
 /// One database of one scenario.
 #[derive(Debug, Clone)]
 pub struct ScenarioDatabase {
@@ -316,12 +330,7 @@ impl TemplateDatabase {
 
     /// Makes a template of this run's own from the run's template and `seed`, which runs on a
     /// connection to it: clones of it then start with what `seed` wrote. Returns its name.
-    pub async fn derive<F>(&self, seed: F) -> Result<String, ProvisionError>
-    where
-        F: for<'c> FnOnce(
-            &'c mut sqlx::PgConnection,
-        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
-    {
+    pub async fn derive(&self, seed: impl Seed) -> Result<String, ProvisionError> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}_f{n}", self.inner.prefix);
         self.seeded_copy(&name, seed).await.map(|db| db.name)
@@ -330,23 +339,17 @@ impl TemplateDatabase {
     /// A fresh clone of the run's template for one scenario, with what `seed` writes on a
     /// connection to it (for a fixture only one scenario starts from: a template of its own
     /// would cost a second copy).
-    pub async fn clone_seeded<F>(&self, seed: F) -> Result<ScenarioDatabase, ProvisionError>
-    where
-        F: for<'c> FnOnce(
-            &'c mut sqlx::PgConnection,
-        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
-    {
+    pub async fn clone_seeded(&self, seed: impl Seed) -> Result<ScenarioDatabase, ProvisionError> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}_s{n}", self.inner.prefix);
         self.seeded_copy(&name, seed).await
     }
 
-    async fn seeded_copy<F>(&self, name: &str, seed: F) -> Result<ScenarioDatabase, ProvisionError>
-    where
-        F: for<'c> FnOnce(
-            &'c mut sqlx::PgConnection,
-        ) -> futures::future::BoxFuture<'c, Result<(), String>>,
-    {
+    async fn seeded_copy(
+        &self,
+        name: &str,
+        seed: impl Seed,
+    ) -> Result<ScenarioDatabase, ProvisionError> {
         let started = Instant::now();
         let mut copied = self.copy(&self.inner.template, name).await?;
         let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&copied.url)
