@@ -200,6 +200,13 @@ struct Held {
 }
 
 enum Release {
+    /// An HTTP answer the network holds whose body is still being computed: the request is held
+    /// from the moment it arrives, so a scenario that releases everything it holds releases it
+    /// too, however long the implementation takes to answer.
+    Computing {
+        /// Released before its answer was ready: delivered as soon as it is.
+        released: bool,
+    },
     /// An HTTP answer waiting in its handler.
     Http(oneshot::Sender<bool>),
     /// A websocket frame, sent when released.
@@ -211,6 +218,21 @@ enum Release {
 struct Network {
     rules: BTreeMap<Kind, Rule>,
     held: Vec<Held>,
+}
+
+impl Network {
+    /// Takes exchange `n`'s place among the held while its answer was computed: `Some(true)`
+    /// when the scenario released it meanwhile.
+    fn take_computing(&mut self, n: usize) -> Option<bool> {
+        let i = self
+            .held
+            .iter()
+            .position(|h| h.n == n && matches!(h.release, Release::Computing { .. }))?;
+        match self.held.remove(i).release {
+            Release::Computing { released } => Some(released),
+            _ => None,
+        }
+    }
 }
 
 /// Where the client module comes from.
@@ -367,7 +389,13 @@ impl Gateway {
     /// How much traffic the network holds, by kind.
     pub fn held(&self) -> Vec<(usize, Kind)> {
         let state = self.shared.lock();
-        state.network.held.iter().map(|h| (h.n, h.kind)).collect()
+        state
+            .network
+            .held
+            .iter()
+            .filter(|h| !matches!(h.release, Release::Computing { released: true }))
+            .map(|h| (h.n, h.kind))
+            .collect()
     }
 
     /// Releases (delivers) the held traffic `numbers`, in that order.
@@ -375,9 +403,16 @@ impl Gateway {
         for n in numbers {
             let held = {
                 let mut state = self.shared.lock();
-                let Some(i) = state.network.held.iter().position(|h| h.n == *n) else {
+                let Some(i) = state.network.held.iter().position(|h| {
+                    h.n == *n && !matches!(h.release, Release::Computing { released: true })
+                }) else {
                     anyhow::bail!("the network holds no exchange #{n}");
                 };
+                if let Release::Computing { released } = &mut state.network.held[i].release {
+                    // Its handler delivers it once its answer is ready.
+                    *released = true;
+                    continue;
+                }
                 let held = state.network.held.remove(i);
                 let now = self.shared.elapsed_ms();
                 if let Some(e) = state.journal.get_mut(*n) {
@@ -567,6 +602,13 @@ impl Shared {
             state.network.rules.insert(kind, Rule::Pass);
             rule = Rule::Hold;
         }
+        if rule == Rule::Hold {
+            state.network.held.push(Held {
+                n,
+                kind,
+                release: Release::Computing { released: false },
+            });
+        }
         drop(state);
         self.changed.notify_waiters();
         (n, rule)
@@ -612,14 +654,22 @@ impl Shared {
                 }
             }
             Rule::Drop => Outcome::Dropped,
-            Rule::Hold | Rule::HoldNext => {
-                state.network.held.push(Held {
-                    n,
-                    kind,
-                    release: Release::Frame(frame),
-                });
-                Outcome::Held
-            }
+            Rule::Hold | Rule::HoldNext => match state.network.take_computing(n) {
+                Some(true) => {
+                    for socket in &state.sockets {
+                        let _ = socket.send(frame.clone());
+                    }
+                    Outcome::Delivered
+                }
+                _ => {
+                    state.network.held.push(Held {
+                        n,
+                        kind,
+                        release: Release::Frame(frame),
+                    });
+                    Outcome::Held
+                }
+            },
         };
         drop(state);
         self.finish(n, outcome);
@@ -763,6 +813,7 @@ impl Shared {
         let body = match answer {
             Ok(body) => body,
             Err(why) => {
+                self.lock().network.take_computing(n);
                 self.finish(n, Outcome::Failed(why.clone()));
                 return (StatusCode::BAD_GATEWAY, why).into_response();
             }
@@ -782,11 +833,22 @@ impl Shared {
             }
             Rule::Hold | Rule::HoldNext => {
                 let (sender, receiver) = oneshot::channel();
-                self.lock().network.held.push(Held {
-                    n,
-                    kind,
-                    release: Release::Http(sender),
-                });
+                let released = {
+                    let mut state = self.lock();
+                    let released = state.network.take_computing(n) == Some(true);
+                    if !released {
+                        state.network.held.push(Held {
+                            n,
+                            kind,
+                            release: Release::Http(sender),
+                        });
+                    }
+                    released
+                };
+                if released {
+                    self.finish(n, Outcome::Delivered);
+                    return Json(body).into_response();
+                }
                 self.finish(n, Outcome::Held);
                 match receiver.await {
                     Ok(true) => Json(body).into_response(),
@@ -1055,6 +1117,114 @@ mod tests {
             err.contains("`syncgap`") && err.contains("syncGap, syncMessages"),
             "{err}"
         );
+    }
+
+    /// Answers the unread count only when the test lets it; every other call fails.
+    struct SlowReadState(Arc<Notify>);
+
+    fn unused() -> crate::sut::SutError {
+        crate::sut::SutError::Internal {
+            sut: "test".to_owned(),
+            detail: "not used by this test".to_owned(),
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ConversationApi for SlowReadState {
+        async fn rewind(
+            &self,
+            _: &crate::sut::RewindRequest,
+        ) -> Result<crate::sut::RewindResponse, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn send_message(
+            &self,
+            _: &crate::sut::SendMessage,
+        ) -> Result<crate::sut::SentMessage, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn deliver(
+            &self,
+            _: &crate::sut::DeliverRequest,
+        ) -> Result<crate::sut::DeliveryReport, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn prune_recovery_points(
+            &self,
+            _: &crate::sut::PruneRequest,
+        ) -> Result<Vec<String>, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn read_state(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<crate::sut::ReadState>, crate::sut::SutError> {
+            self.0.notified().await;
+            Ok(Some(crate::sut::ReadState {
+                last_read_seq: 3,
+                visible_tail_seq: 5,
+                unread_count: 2,
+            }))
+        }
+        async fn sync_messages(
+            &self,
+            _: &SyncRequest,
+        ) -> Result<crate::sut::SyncPage, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn read(&self, _: &ReadRequest) -> Result<ReadAnswer, crate::sut::SutError> {
+            Err(unused())
+        }
+        async fn take_events(&self) -> Result<Vec<RealtimeEvent>, crate::sut::SutError> {
+            Ok(Vec::new())
+        }
+        async fn detach(&self) -> Result<(), crate::sut::SutError> {
+            Ok(())
+        }
+    }
+
+    /// A request that arrives while its kind is held is held from that moment, not from when
+    /// its answer is ready: releasing everything the network holds while the implementation is
+    /// still answering releases it too (a scenario failed on a loaded machine before this).
+    #[tokio::test]
+    async fn a_held_request_still_being_answered_is_held_and_can_be_released() {
+        let answer_now = Arc::new(Notify::new());
+        let gateway = Gateway::start(GatewayConfig {
+            api: Arc::new(SlowReadState(answer_now.clone())),
+            scope_id: "ch-a".to_owned(),
+            user_id: "bob".to_owned(),
+            module: ClientModule::Url("http://127.0.0.1:9/client.js".to_owned()),
+        })
+        .await
+        .expect("gateway");
+        gateway.set_rule(Kind::Unread, Rule::Hold);
+        let url = format!("{}api/scopes/ch-a/unread", gateway.url());
+        let request = tokio::spawn(async move { reqwest::get(url).await?.text().await });
+        let held = gateway
+            .wait_for(0, "unread request", Duration::from_secs(10), |e| {
+                e.kind == Kind::Unread
+            })
+            .await
+            .expect("the request arrives");
+        assert_eq!(held.outcome, Outcome::InFlight, "its answer is not ready");
+        assert_eq!(gateway.held(), vec![(held.n, Kind::Unread)]);
+        gateway
+            .release(&[held.n])
+            .expect("released while computing");
+        assert!(gateway.held().is_empty(), "released traffic is not held");
+        assert!(
+            gateway.release(&[held.n]).is_err(),
+            "released twice: the second release holds nothing"
+        );
+        answer_now.notify_one();
+        let body = tokio::time::timeout(Duration::from_secs(10), request)
+            .await
+            .expect("delivered once its answer is ready")
+            .expect("task")
+            .expect("answer");
+        assert!(body.contains("\"unreadCount\":2"), "{body}");
+        assert_eq!(gateway.journal()[held.n].outcome, Outcome::Delivered);
     }
 
     #[test]
