@@ -15,8 +15,10 @@ out=target/ci
 mkdir -p "$out"
 harness=target/debug/rewind-conformance
 
-cargo build --features "${REWIND_CI_FEATURES:-browser}" --bin rewind-conformance -p rewind-conformance
-cargo build --bin rewind-reference-server -p rewind-reference
+# No `-p`: shared dependencies' features are then resolved over the workspace's default members,
+# as `cargo test` resolves them, so this reuses that build instead of compiling them again.
+cargo build --features "${REWIND_CI_FEATURES:-browser}" --bin rewind-conformance \
+    --bin rewind-reference-server
 
 echo "browser-client: the client scenarios in process"
 started=$(date +%s)

@@ -12,8 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cases=${REWIND_FUZZ_CASES:-200}
 seed=${REWIND_FUZZ_SEED:-0xc1}
-cargo build --bin rewind-conformance -p rewind-conformance
-cargo build --bin rewind-reference-server -p rewind-reference
+# No `-p`: shared dependencies' features are then resolved over the workspace's default members,
+# as `cargo test` resolves them, so this reuses that build instead of compiling them again.
+cargo build --bin rewind-conformance --bin rewind-reference-server
 echo "fuzz: $cases cases of seed $seed in process"
 target/debug/rewind-conformance fuzz --cases "$cases" --seed "$seed" --out target/ci/fuzz
 echo "fuzz: the same cases over the driver protocol (the reference server, alternative variant)"

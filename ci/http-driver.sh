@@ -17,8 +17,9 @@ out=target/ci
 mkdir -p "$out"
 harness=target/debug/rewind-conformance
 
-cargo build --bin rewind-conformance -p rewind-conformance
-cargo build --bin rewind-reference-server -p rewind-reference
+# No `-p`: shared dependencies' features are then resolved over the workspace's default members,
+# as `cargo test` resolves them, so this reuses that build instead of compiling them again.
+cargo build --bin rewind-conformance --bin rewind-reference-server
 
 if [ "${REWIND_REUSE_IN_PROCESS:-}" = 1 ] && [ -s "$out/in-process.json" ]; then
     echo "http-driver: comparing with the in-process results of \`cargo test\`"

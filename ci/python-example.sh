@@ -9,7 +9,9 @@ if ! python3 -c 'import psycopg' 2>/dev/null; then
     echo "python-example: installing $(tr '\n' ' ' < "$example/requirements.txt")"
     python3 -m pip install --quiet --disable-pip-version-check -r "$example/requirements.txt"
 fi
-cargo build --bin rewind-conformance -p rewind-conformance
+# No `-p`: shared dependencies' features are then resolved over the workspace's default members,
+# as `cargo test` resolves them, so this reuses that build instead of compiling them again.
+cargo build --bin rewind-conformance
 ci/run-against-server.sh python-example --profile "$example/profile.yaml" -- \
     python3 "$example/adapter.py" --listen 127.0.0.1:0
 # The generated cases too: the spec model must pass a second implementation, not just the reference.

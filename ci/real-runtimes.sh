@@ -57,8 +57,9 @@ cargo test --features "$cargo_features" --test real_runtimes -- "$@" || status=$
 tier_end=$(date +%s)
 
 say "step 3: the real-runtime scenarios through the reference, in process and over HTTP"
-cargo build -q --features "$cargo_features" --bin rewind-conformance -p rewind-conformance
-cargo build -q --bin rewind-reference-server -p rewind-reference
+# No `-p`: shared dependencies' features are then resolved over the workspace's default members,
+# as `cargo test` resolves them, so this reuses that build instead of compiling them again.
+cargo build -q --features "$cargo_features" --bin rewind-conformance --bin rewind-reference-server
 harness=target/debug/rewind-conformance
 mkdir -p target/ci
 # The release gate runs over HTTP below, and in process on a second host in `.ci/run`.

@@ -20,7 +20,7 @@ shift
 out=target/ci
 mkdir -p "$out"
 harness=target/debug/rewind-conformance
-[ -x "$harness" ] || cargo build --bin rewind-conformance -p rewind-conformance
+[ -x "$harness" ] || cargo build --bin rewind-conformance
 
 "$@" >"$out/$name.out" 2>"$out/$name.log" &
 server=$!
