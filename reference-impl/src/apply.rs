@@ -5,7 +5,7 @@
 //! suffix (primary and cascades) last, archives cascaded reply threads, recomputes and clamps,
 //! deletes the consumed recovery points and marks the operation completed.
 
-use sqlx::{Acquire, PgConnection, PgPool};
+use sqlx::{Connection, PgConnection};
 
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::lifecycle;
@@ -29,6 +29,40 @@ const TOMBSTONE_TOP_LEVEL_AT_SQL: &str = "UPDATE scope_messages SET content = ''
        'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')) \
      WHERE id = ANY($1)";
 
+/// The advisory lock an apply takes on each scope it tombstones, for its transaction: it waits
+/// while another rewind of that scope holds it for its notice ([`hold_for_notice`]).
+const APPLY_LOCK_SQL: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('rewind-apply:' || $1, 0))";
+const HOLD_SQL: &str = "SELECT pg_advisory_lock(hashtextextended('rewind-apply:' || $1, 0))";
+const RELEASE_SQL: &str = "SELECT pg_advisory_unlock(hashtextextended('rewind-apply:' || $1, 0))";
+
+/// Holds `scope_id`'s apply lock on `conn`'s session, beyond its transactions: a rewind whose
+/// notice is written after its apply commits ([`Variant::Recommended`]) holds it from before the
+/// apply until the notice is written, so no other apply of that scope (a parent channel's
+/// rewind that archives this reply thread, say) comes in between and leaves a completed rewind
+/// without its notice (spec 8). The same session takes the lock again inside its own apply.
+pub async fn hold_for_notice(conn: &mut PgConnection, scope_id: &str) -> Result<(), RewindError> {
+    sqlx::query(HOLD_SQL)
+        .bind(scope_id)
+        .execute(conn)
+        .await
+        .db("holding the scope for the rewind notice")?;
+    Ok(())
+}
+
+/// Releases what [`hold_for_notice`] took.
+pub async fn release_after_notice(
+    conn: &mut PgConnection,
+    scope_id: &str,
+) -> Result<(), RewindError> {
+    sqlx::query(RELEASE_SQL)
+        .bind(scope_id)
+        .execute(conn)
+        .await
+        .db("releasing the scope after the rewind notice")?;
+    Ok(())
+}
+
 /// What an apply did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
@@ -46,14 +80,13 @@ pub struct Applied {
 /// reply-thread summary: it then counts as a reply, and it marks message sync dirty like any new
 /// message ([`recompute::mark_sync_dirty`]).
 pub async fn apply_rewind(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     plan: &RewindPlan,
     operation_id: &str,
     variant: Variant,
 ) -> Result<Applied, RewindError> {
-    let mut tx = pool.begin().await.db("beginning the apply transaction")?;
-    let conn = tx.acquire().await.db("acquiring the apply connection")?;
-    let applied = apply_in(conn, plan, operation_id, variant).await?;
+    let mut tx = conn.begin().await.db("beginning the apply transaction")?;
+    let applied = apply_in(&mut tx, plan, operation_id, variant).await?;
     tx.commit().await.db("committing the apply transaction")?;
     Ok(applied)
 }
@@ -72,6 +105,17 @@ pub async fn apply_in(
         .into_iter()
         .map(|s| s.0)
         .collect();
+    // First, before any row lock: wait until no other rewind of these scopes is still writing
+    // its notice. In name order, so two applies cannot wait for each other.
+    let mut keyed = scopes.clone();
+    keyed.sort();
+    for scope in &keyed {
+        sqlx::query(APPLY_LOCK_SQL)
+            .bind(scope)
+            .execute(&mut *conn)
+            .await
+            .db("waiting for an earlier rewind's notice")?;
+    }
     // A reply thread's row references its parent scope, and updating a row twice in one
     // transaction re-checks that reference (a key-share lock on the parent's row). Take it
     // first: an apply of the parent channel holding its row while it waits for the workspace's

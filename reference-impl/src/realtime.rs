@@ -10,9 +10,9 @@
 use std::sync::Mutex;
 
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection};
 
-use crate::error::RewindError;
+use crate::error::{DbContext, RewindError};
 use crate::messages::{self, Author, NewMessage};
 use crate::plan::RewindPlan;
 use crate::variant::Variant;
@@ -67,22 +67,17 @@ pub fn notice_client_id(operation_id: &str) -> String {
 /// Writes the rewind notice (idempotently) and publishes `conversation:rewound` and the
 /// notice's `message.created`.
 pub async fn announce(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     sink: &dyn RealtimeSink,
     plan: &RewindPlan,
     operation_id: &str,
 ) -> Result<(), RewindError> {
     publish_rewound(sink, plan, operation_id, Variant::Recommended);
-    let mut conn = pool
-        .acquire()
-        .await
-        .map_err(|source| RewindError::Database {
-            action: "acquiring a connection",
-            source,
-        })?;
-    let notice = notice(&mut conn, plan, operation_id).await?;
-    drop(conn);
-    if let Some(sent) = messages::post(pool, &notice).await? {
+    let notice = notice(conn, plan, operation_id).await?;
+    let mut tx = conn.begin().await.db("beginning the notice transaction")?;
+    let posted = messages::post_in(&mut tx, &notice).await?;
+    tx.commit().await.db("committing the notice")?;
+    if let Some(sent) = posted {
         sink.publish(messages::created_event(&notice, &sent));
     }
     Ok(())

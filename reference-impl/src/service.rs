@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use crate::apply::{apply_rewind, Applied};
+use crate::apply::{self, apply_rewind, Applied};
 use crate::delivery;
 use crate::error::{DbContext, RewindError};
 use crate::lifecycle::{self, OperationStatus};
@@ -124,6 +124,41 @@ impl Rewinder {
         delivery::deliver(&daemon, message_id).await
     }
 
+    /// The apply transaction, then (recommended variant) the notice after its commit, both on
+    /// one connection that holds the scope's apply lock in between
+    /// ([`crate::apply::hold_for_notice`]).
+    async fn apply_and_announce(
+        &self,
+        plan: &RewindPlan,
+        operation_id: &str,
+    ) -> Result<Applied, RewindError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .db("acquiring the apply connection")?;
+        if self.variant.is_alternative() {
+            return apply_rewind(&mut conn, plan, operation_id, self.variant).await;
+        }
+        let scope = plan.scope_id.0.as_str();
+        apply::hold_for_notice(&mut conn, scope).await?;
+        let applied = apply_rewind(&mut conn, plan, operation_id, self.variant).await;
+        if applied.is_ok() {
+            // Post-commit: the rewind has happened; a lost notice is recovered by the refetch
+            // that `conversation:rewound` triggers, so it does not fail the rewind.
+            if let Err(e) =
+                realtime::announce(&mut conn, self.sink.as_ref(), plan, operation_id).await
+            {
+                tracing::warn!(operation_id, "rewind notice not written: {e}");
+            }
+        }
+        if apply::release_after_notice(&mut conn, scope).await.is_err() {
+            // A session that may still hold the lock must not go back to the pool.
+            let _ = conn.close().await;
+        }
+        applied
+    }
+
     /// Runs the whole rewind in the spec's order (section 5): build the suffix, collect the
     /// related agents, validate them, record the operation, restore and verify every runtime,
     /// and only then apply.
@@ -133,33 +168,20 @@ impl Rewinder {
             Err(err) => return Err(self.record_refusal(command, err).await),
         };
         self.restore_runtimes(&operation_id, &targets).await?;
-        match apply_rewind(&self.pool, &plan, &operation_id, self.variant).await {
+        match self.apply_and_announce(&plan, &operation_id).await {
             Ok(Applied {
                 rewound_message_ids,
                 notice,
             }) => {
-                match notice {
-                    // Alternative: the notice was written by the apply; announce it.
-                    Some((notice, posted)) => {
-                        realtime::publish_rewound(
-                            self.sink.as_ref(),
-                            &plan,
-                            &operation_id,
-                            self.variant,
-                        );
-                        self.sink.publish(messages::created_event(&notice, &posted));
-                    }
-                    None => {
-                        // Post-commit: the rewind has happened; a lost notice is recovered by
-                        // the refetch that `conversation:rewound` triggers, so it does not fail
-                        // the rewind.
-                        if let Err(e) =
-                            realtime::announce(&self.pool, self.sink.as_ref(), &plan, &operation_id)
-                                .await
-                        {
-                            tracing::warn!(operation_id, "rewind notice not written: {e}");
-                        }
-                    }
+                // Alternative: the notice was written by the apply; announce it.
+                if let Some((notice, posted)) = notice {
+                    realtime::publish_rewound(
+                        self.sink.as_ref(),
+                        &plan,
+                        &operation_id,
+                        self.variant,
+                    );
+                    self.sink.publish(messages::created_event(&notice, &posted));
                 }
                 let rewound_message_ids = match self.variant {
                     Variant::Recommended => rewound_message_ids,
