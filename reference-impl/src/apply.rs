@@ -1,33 +1,53 @@
 //! ApplyRewind (spec 6.1, 6.3): the one transaction that tombstones the suffix.
 //!
 //! The transaction locks the scope rows and their read state, re-validates that the suffix has
-//! not drifted since the plan was made, suppresses and scrubs the suffix's facts, tombstones the
-//! suffix (primary and cascades) last, archives cascaded reply threads, recomputes and clamps,
-//! deletes the consumed recovery points and marks the operation completed.
+//! not drifted since the plan was made, suppresses and scrubs the suffix's facts and deletes its
+//! consumed recovery points, tombstones the suffix (primary and cascades) last while marking the
+//! operation completed, archives cascaded reply threads, and recomputes and clamps. Every
+//! statement selects the suffix by the boundary's `(scope, seq)` ranges, a handful of statements
+//! whatever its length.
+
+use std::collections::BTreeMap;
 
 use sqlx::{Connection, PgConnection};
 
 use crate::error::{DbContext, RewindError, SpecError};
-use crate::lifecycle;
+use crate::lifecycle::OperationStatus;
 use crate::messages::{self, NewMessage, Posted};
-use crate::plan::{load_suffix, RewindPlan};
+use crate::plan::RewindPlan;
 use crate::realtime;
 use crate::recompute;
 use crate::scrub;
+use crate::sql::{suffix_cte, MESSAGE_NOT_REWOUND_SQL};
 use crate::variant::Variant;
 
 /// The tombstone metadata: `messageRecall.status = "rewound"` and `rewoundAt`, which sits inside
 /// `messageRecall` ([`Variant::Recommended`]) or at the top level ([`Variant::Alternative`]).
-const TOMBSTONE_SQL: &str = "UPDATE scope_messages SET content = '', \
+/// The rows are the suffix's, selected by the boundary's ranges (`$1` scopes, `$2` first
+/// seqs), which the drift check has just compared with the plan; each comes back with its place
+/// in the boundary for the operation row ([`TOMBSTONE_AND_COMPLETE_SQL`]).
+const TOMBSTONE_SQL: &str = "UPDATE scope_messages m SET content = '', \
      metadata = jsonb_build_object('messageRecall', jsonb_build_object( \
        'status', 'rewound', \
        'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))) \
-     WHERE id = ANY($1)";
-const TOMBSTONE_TOP_LEVEL_AT_SQL: &str = "UPDATE scope_messages SET content = '', \
+     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS b(scope_id, from_seq, ord) \
+     WHERE m.scope_id = b.scope_id AND m.seq >= b.from_seq AND {visible} \
+     RETURNING m.id, m.seq, b.ord";
+const TOMBSTONE_TOP_LEVEL_AT_SQL: &str = "UPDATE scope_messages m SET content = '', \
      metadata = jsonb_build_object( \
        'messageRecall', jsonb_build_object('status', 'rewound'), \
        'rewoundAt', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')) \
-     WHERE id = ANY($1)";
+     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS b(scope_id, from_seq, ord) \
+     WHERE m.scope_id = b.scope_id AND m.seq >= b.from_seq AND {visible} \
+     RETURNING m.id, m.seq, b.ord";
+
+/// The tombstone ([`TOMBSTONE_SQL`] as `{tombstone}`), and the operation completed with the ids
+/// it tombstoned, in boundary order (`$3` the operation, `$4` its completed status).
+const TOMBSTONE_AND_COMPLETE_SQL: &str = "WITH tombstoned AS ({tombstone}) \
+     UPDATE rewind_operations SET status = $4, \
+       rewound_message_ids = (SELECT coalesce(array_agg(id ORDER BY ord, seq), '{}') FROM tombstoned), \
+       updated_at = now(), completed_at = now() \
+     WHERE id = $3";
 
 /// The advisory lock an apply takes on each scope it tombstones, for its transaction: it waits
 /// while another rewind of that scope holds it for its notice ([`hold_for_notice`]).
@@ -143,39 +163,46 @@ pub async fn apply_in(
         .db("locking the read state")?;
 
     // Drift: the suffix (and each cascade) must be exactly what the plan validated.
+    let (ranges, froms) = plan.boundary.ranges();
+    let mut now: BTreeMap<i64, Vec<String>> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH {} SELECT ord, array_agg(id ORDER BY seq) FROM suffix GROUP BY ord",
+        suffix_cte()
+    )))
+    .bind(&ranges)
+    .bind(&froms)
+    .fetch_all(&mut *conn)
+    .await
+    .db("reading the suffix again")?
+    .into_iter()
+    .collect();
     let primary = &plan.boundary.primary;
-    let now: Vec<String> = load_suffix(conn, primary.scope_id.as_str(), primary.from_seq)
-        .await?
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    if now != primary.message_ids {
+    if now.remove(&1).unwrap_or_default() != primary.message_ids {
         return Err(RewindError::refused(SpecError::SuffixDrift));
     }
-    for cascade in &plan.boundary.cascades {
-        let now: Vec<String> = load_suffix(conn, cascade.scope_id.as_str(), cascade.from_seq)
-            .await?
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
-        if now != cascade.message_ids {
+    for (ord, cascade) in (2..).zip(&plan.boundary.cascades) {
+        if now.remove(&ord).unwrap_or_default() != cascade.message_ids {
             return Err(RewindError::refused(SpecError::SuffixDrift));
         }
     }
 
-    let ids = plan.boundary.all_message_ids();
-    scrub::scrub_suffix_facts(conn, &ids, variant).await?;
+    scrub::scrub_suffix_facts(conn, &plan.boundary, variant).await?;
     // The transcript row is the read-visibility authority, so it is written last among the
-    // suffix facts.
+    // suffix facts; the operation completes with it.
     let tombstone = match variant {
         Variant::Recommended => TOMBSTONE_SQL,
         Variant::Alternative => TOMBSTONE_TOP_LEVEL_AT_SQL,
-    };
-    sqlx::query(tombstone)
-        .bind(&ids)
-        .execute(&mut *conn)
-        .await
-        .db("tombstoning the suffix")?;
+    }
+    .replace("{visible}", MESSAGE_NOT_REWOUND_SQL);
+    sqlx::query(sqlx::AssertSqlSafe(
+        TOMBSTONE_AND_COMPLETE_SQL.replace("{tombstone}", &tombstone),
+    ))
+    .bind(&ranges)
+    .bind(&froms)
+    .bind(operation_id)
+    .bind(OperationStatus::Completed.as_str())
+    .execute(&mut *conn)
+    .await
+    .db("tombstoning the suffix")?;
 
     for cascade in &plan.boundary.cascades {
         sqlx::query("UPDATE scopes SET archived_at = now() WHERE id = $1")
@@ -205,10 +232,8 @@ pub async fn apply_in(
     if let Some((_, posted)) = &notice {
         recompute::mark_sync_dirty(conn, primary.scope_id.as_str(), posted.seq).await?;
     }
-    scrub::delete_consumed_recovery_points(conn, &ids).await?;
-    lifecycle::complete(conn, operation_id, &ids).await?;
     Ok(Applied {
-        rewound_message_ids: ids,
+        rewound_message_ids: plan.boundary.all_message_ids(),
         notice,
     })
 }

@@ -45,25 +45,6 @@ pub async fn begin(conn: &mut PgConnection, plan: &RewindPlan) -> Result<String,
     }
 }
 
-/// Marks the operation completed inside the apply transaction.
-pub async fn complete(
-    conn: &mut PgConnection,
-    operation_id: &str,
-    rewound_message_ids: &[String],
-) -> Result<(), RewindError> {
-    sqlx::query(
-        "UPDATE rewind_operations SET status = $2, rewound_message_ids = $3, \
-         updated_at = now(), completed_at = now() WHERE id = $1",
-    )
-    .bind(operation_id)
-    .bind(OperationStatus::Completed.as_str())
-    .bind(rewound_message_ids)
-    .execute(conn)
-    .await
-    .db("completing the operation")?;
-    Ok(())
-}
-
 /// Records a failure: `failed` before any restore, `repair_required` after one.
 pub async fn fail(
     pool: &PgPool,

@@ -12,7 +12,7 @@ use sqlx::PgConnection;
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::guards;
 pub use crate::guards::MessageFacts;
-use crate::sql::MESSAGE_NOT_REWOUND_SQL;
+use crate::sql::{suffix_cte, MESSAGE_NOT_REWOUND_SQL};
 use crate::variant::Variant;
 
 /// A `scopes.id`.
@@ -83,6 +83,18 @@ impl SuffixBoundary {
         ids
     }
 
+    /// The boundary as the parameters of [`crate::sql::suffix_cte`]: each tombstoned scope and
+    /// the seq its suffix starts at, primary first.
+    pub fn ranges(&self) -> (Vec<String>, Vec<i64>) {
+        let mut scopes = vec![self.primary.scope_id.0.clone()];
+        let mut froms = vec![self.primary.from_seq];
+        for cascade in &self.cascades {
+            scopes.push(cascade.scope_id.0.clone());
+            froms.push(cascade.from_seq);
+        }
+        (scopes, froms)
+    }
+
     /// Every scope the rewind tombstones.
     pub fn tombstone_scopes(&self) -> Vec<ScopeId> {
         let mut scopes = vec![self.primary.scope_id.clone()];
@@ -148,7 +160,7 @@ pub async fn prepare(
     guards::check_other_humans(initiator_user_id, &suffix).map_err(RewindError::refused)?;
 
     let suffix_ids: Vec<String> = suffix.iter().map(|m| m.id.clone()).collect();
-    let forks = active_forks(conn, &suffix_ids).await?;
+    let forks = active_forks(conn, scope_id, target.seq).await?;
     let tail_fork =
         guards::check_forks(&suffix_ids, &forks, variant).map_err(RewindError::refused)?;
 
@@ -174,7 +186,7 @@ pub async fn prepare(
         },
         cascades,
     };
-    let related_agent_ids = related_agents(conn, &boundary.all_message_ids()).await?;
+    let related_agent_ids = related_agents(conn, &boundary).await?;
     let primary = ScopeId(scope_id.to_owned());
     let is_thread = scope.kind == "reply_thread";
     let broadcast = match (&scope.parent_scope_id, is_thread) {
@@ -228,33 +240,43 @@ pub async fn load_suffix(
     .db("loading the suffix")
 }
 
-/// Active (non-archived) reply threads forking from any of `message_ids`:
-/// `(child scope id, parent message id)`.
+/// Active (non-archived) reply threads forking from any message of the suffix of `scope_id`
+/// from `from_seq` on: `(child scope id, parent message id)`.
 async fn active_forks(
     conn: &mut PgConnection,
-    message_ids: &[String],
+    scope_id: &str,
+    from_seq: i64,
 ) -> Result<Vec<(String, String)>, RewindError> {
-    sqlx::query_as(
-        "SELECT id, parent_message_id FROM scopes \
-         WHERE parent_message_id = ANY($1) AND archived_at IS NULL ORDER BY id",
-    )
-    .bind(message_ids)
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH {} SELECT c.id, c.parent_message_id FROM scopes c JOIN suffix s ON s.id = c.parent_message_id \
+         WHERE c.archived_at IS NULL ORDER BY c.id",
+        suffix_cte()
+    )))
+    .bind([scope_id])
+    .bind([from_seq])
     .fetch_all(conn)
     .await
     .db("loading reply-thread forks")
 }
 
+/// Agents the suffix reached: its authors, the agents its fanout rows address and the holders
+/// of its recovery points.
 async fn related_agents(
     conn: &mut PgConnection,
-    message_ids: &[String],
+    boundary: &SuffixBoundary,
 ) -> Result<Vec<String>, RewindError> {
-    sqlx::query_scalar(
-        "SELECT author_agent_id FROM scope_messages WHERE id = ANY($1) AND author_agent_id IS NOT NULL \
-         UNION SELECT recipient_id FROM scope_fanout_outbox WHERE message_id = ANY($1) AND recipient_kind = 'agent' \
-         UNION SELECT agent_id FROM message_recovery_points WHERE message_id = ANY($1) \
+    let (scopes, froms) = boundary.ranges();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "WITH {} \
+         SELECT s.author_agent_id FROM suffix s WHERE s.author_agent_id IS NOT NULL \
+         UNION SELECT o.recipient_id FROM scope_fanout_outbox o JOIN suffix s ON s.id = o.message_id \
+           WHERE o.recipient_kind = 'agent' \
+         UNION SELECT p.agent_id FROM message_recovery_points p JOIN suffix s ON s.id = p.message_id \
          ORDER BY 1",
-    )
-    .bind(message_ids)
+        suffix_cte()
+    )))
+    .bind(&scopes)
+    .bind(&froms)
     .fetch_all(conn)
     .await
     .db("collecting related agents")

@@ -9,49 +9,46 @@ use sqlx::PgConnection;
 use crate::error::{DbContext, RewindError};
 use crate::sql::MESSAGE_NOT_REWOUND_SQL;
 
-/// Recomputes the visible summary of `scope_id` and clamps its cursors to the visible tail.
+/// Recomputes the visible summary of `scope_id` and clamps its cursors to the visible tail, in
+/// one statement: the tail (`v`) is read once, and each write is a `WITH` item over it.
 pub async fn recompute_scope(conn: &mut PgConnection, scope_id: &str) -> Result<(), RewindError> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE scopes s SET latest_message_at = v.last_at, visible_last_message_at = v.last_at, \
-         visible_message_count = v.n \
-         FROM (SELECT count(*)::int AS n, max(m.created_at) AS last_at FROM scope_messages m \
-               WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}) v \
-         WHERE s.id = $1"
-    )))
-    .bind(scope_id)
-    .execute(&mut *conn)
-    .await
-    .db("recomputing the scope summary")?;
-
-    let tail = format!(
-        "SELECT coalesce(max(m.seq), 0) AS seq, coalesce(max(m.global_seq), 0) AS gseq \
-         FROM scope_messages m WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL}"
-    );
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE scope_memberships sm SET \
+    let parts = [
+        format!(
+            "v AS MATERIALIZED (SELECT count(*)::int AS n, max(m.created_at) AS last_at, \
+               coalesce(max(m.seq), 0) AS seq, coalesce(max(m.global_seq), 0) AS gseq \
+             FROM scope_messages m WHERE m.scope_id = $1 AND {MESSAGE_NOT_REWOUND_SQL})"
+        ),
+        "summary AS (UPDATE scopes s SET latest_message_at = v.last_at, visible_last_message_at = v.last_at, \
+           visible_message_count = v.n FROM v WHERE s.id = $1)"
+            .to_owned(),
+        "cursors AS (UPDATE scope_memberships sm SET \
            last_read_seq = least(sm.last_read_seq, t.seq), \
            last_read_global_seq = least(sm.last_read_global_seq, t.gseq), \
            owner_context_dismissed_through_global_seq = \
              least(sm.owner_context_dismissed_through_global_seq, t.gseq) \
-         FROM ({tail}) t WHERE sm.scope_id = $1"
+         FROM v t WHERE sm.scope_id = $1)"
+            .to_owned(),
+        dirty_clamp("scope_sync_dirty"),
+        dirty_clamp("member_scope_sync_dirty"),
+    ];
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "WITH {} SELECT n FROM v",
+        parts.join(", ")
     )))
     .bind(scope_id)
     .execute(&mut *conn)
     .await
-    .db("clamping read cursors")?;
-
-    for table in ["scope_sync_dirty", "member_scope_sync_dirty"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE {table} d SET latest_message_seq = least(d.latest_message_seq, t.seq), \
-             updated_at = now() FROM ({tail}) t \
-             WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq"
-        )))
-        .bind(scope_id)
-        .execute(&mut *conn)
-        .await
-        .db("clamping sync-dirty frontiers")?;
-    }
+    .db("recomputing the scope summary and clamping its cursors")?;
     Ok(())
+}
+
+/// The `WITH` item clamping `table`'s message frontiers of scope `$1` to the tail `v`.
+fn dirty_clamp(table: &str) -> String {
+    format!(
+        "{table} AS (UPDATE {table} d SET latest_message_seq = least(d.latest_message_seq, t.seq), \
+         updated_at = now() FROM v t \
+         WHERE d.scope_id = $1 AND d.latest_message_seq > t.seq)"
+    )
 }
 
 /// Recomputes a parent message's reply-thread summary from its non-archived threads.

@@ -7,6 +7,7 @@ use sqlx::PgConnection;
 use crate::capabilities;
 use crate::error::{DbContext, RewindError, SpecError};
 use crate::plan::SuffixBoundary;
+use crate::sql::suffix_cte;
 
 /// An agent to restore and the recovery point to restore it to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,7 @@ struct AgentFacts {
 
 #[derive(Debug, sqlx::FromRow)]
 struct PointFacts {
+    agent_id: String,
     message_id: String,
     strategy: String,
     recovery_ref: serde_json::Value,
@@ -49,12 +51,7 @@ pub async fn validate_related_agents(
     agent_ids: &[String],
     supported: Option<&std::collections::BTreeSet<String>>,
 ) -> Result<Vec<RestoreTarget>, RewindError> {
-    let suffix = boundary.all_message_ids();
-    let scopes: Vec<String> = boundary
-        .tombstone_scopes()
-        .into_iter()
-        .map(|s| s.0)
-        .collect();
+    let (scopes, froms) = boundary.ranges();
     let agents: Vec<AgentFacts> = sqlx::query_as(
         "SELECT a.id, a.runtime, a.deleted_at IS NOT NULL AS agent_deleted, \
                 coalesce(m.deleted_at IS NOT NULL, false) AS machine_deleted \
@@ -66,6 +63,25 @@ pub async fn validate_related_agents(
     .await
     .db("loading related agents")?;
 
+    // Each agent's first touch in the suffix is its earliest recovery point there.
+    let mut first_points: std::collections::BTreeMap<String, PointFacts> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "WITH {} SELECT DISTINCT ON (p.agent_id) p.agent_id, p.message_id, p.strategy, \
+               p.recovery_ref, s.global_seq \
+             FROM message_recovery_points p JOIN suffix s ON s.id = p.message_id \
+             WHERE p.agent_id = ANY($3) ORDER BY p.agent_id, s.global_seq",
+            suffix_cte()
+        )))
+        .bind(&scopes)
+        .bind(&froms)
+        .bind(agent_ids)
+        .fetch_all(&mut *conn)
+        .await
+        .db("loading recovery points")?
+        .into_iter()
+        .map(|p: PointFacts| (p.agent_id.clone(), p))
+        .collect();
+
     let mut targets = Vec::new();
     for agent in agents {
         if agent.agent_deleted || agent.machine_deleted {
@@ -74,18 +90,7 @@ pub async fn validate_related_agents(
         let capability = capabilities::for_runtime(&agent.runtime)
             .filter(|_| supported.is_none_or(|s| s.contains(&agent.runtime)))
             .ok_or_else(|| RewindError::refused(SpecError::AgentRuntimeUnsupported))?;
-        // The agent's first touch in the suffix is its earliest recovery point there.
-        let point: Option<PointFacts> = sqlx::query_as(
-            "SELECT p.message_id, p.strategy, p.recovery_ref, m.global_seq \
-             FROM message_recovery_points p JOIN scope_messages m ON m.id = p.message_id \
-             WHERE p.agent_id = $1 AND p.message_id = ANY($2) \
-             ORDER BY m.global_seq LIMIT 1",
-        )
-        .bind(&agent.id)
-        .bind(&suffix)
-        .fetch_optional(&mut *conn)
-        .await
-        .db("loading recovery points")?;
+        let point = first_points.remove(&agent.id);
         let point = match point {
             Some(p) if p.strategy == capability.strategy => p,
             Some(_) => return Err(RewindError::refused(SpecError::RecoveryPointMissing)),

@@ -7,7 +7,8 @@
 use sqlx::PgConnection;
 
 use crate::error::{DbContext, RewindError};
-use crate::sql::MESSAGE_NOT_REWOUND_SQL;
+use crate::plan::SuffixBoundary;
+use crate::sql::{suffix_cte, MESSAGE_NOT_REWOUND_SQL};
 use crate::variant::Variant;
 
 /// Keys of durable IM payloads that carry (or quote) message content.
@@ -22,144 +23,138 @@ const CONTENT_KEYS: [&str; 8] = [
     "preview",
 ];
 
-/// Suppresses and scrubs every suffix-bound fact of `ids`.
+/// Suppresses and scrubs every suffix-bound fact of the rewind's suffix, and deletes the
+/// recovery points it consumed, in one statement: each part below is a data-modifying `WITH`
+/// item over the `suffix` set ([`suffix_cte`]; `$1` and `$2` are the boundary's ranges, `$3`
+/// the content-bearing keys).
 ///
 /// Under [`Variant::Alternative`], scrubbed stream events carry `"rewound": true`, and a
 /// scrubbed conversation index row's `lastMessage` is repointed to the last visible message of
-/// its scope outside `ids` (`{"id": ...}`, no preview), or dropped when there is none.
+/// its scope outside the suffix (`{"id": ...}`, no preview), or dropped when there is none.
 pub async fn scrub_suffix_facts(
     conn: &mut PgConnection,
-    ids: &[String],
+    boundary: &SuffixBoundary,
     variant: Variant,
 ) -> Result<(), RewindError> {
-    // Delivery facts: unconsumed activity and unfinished fanout are suppressed; consumed and
-    // delivered rows stay as history (read paths never resurrect from them).
-    exec(
-        conn,
-        "UPDATE scope_activity_events SET status = 'suppressed' \
-         WHERE message_id = ANY($1) AND status = 'pending'",
-        ids,
-        "suppressing activity events",
-    )
-    .await?;
-    exec(
-        conn,
-        match variant {
-            Variant::Recommended => {
-                "UPDATE scope_fanout_outbox SET status = 'suppressed', leased_until = NULL \
-                 WHERE message_id = ANY($1) AND status IN ('pending', 'leased')"
-            }
-            // Alternative: a failed delivery may be retried, so it is not completed either.
-            Variant::Alternative => {
-                "UPDATE scope_fanout_outbox SET status = 'suppressed', leased_until = NULL \
-                 WHERE message_id = ANY($1) AND status IN ('pending', 'leased', 'failed')"
-            }
-        },
-        ids,
-        "suppressing fanout outbox rows",
-    )
-    .await?;
-
-    // Projection-backed read surfaces: removed outright.
-    for (sql, action) in [
-        ("DELETE FROM scope_share_cards WHERE message_id = ANY($1)", "scrubbing share cards"),
-        ("DELETE FROM scope_message_reactions WHERE message_id = ANY($1)", "scrubbing reactions"),
-        ("DELETE FROM scope_message_pins WHERE message_id = ANY($1)", "scrubbing pins"),
-        ("DELETE FROM scope_message_top_notices WHERE message_id = ANY($1)", "scrubbing top notices"),
-        ("DELETE FROM scope_message_search_docs WHERE message_id = ANY($1)", "scrubbing search docs"),
+    let parts: [(&str, String); 12] = [
+        // Delivery facts: unconsumed activity and unfinished fanout are suppressed; consumed
+        // and delivered rows stay as history (read paths never resurrect from them).
         (
-            "DELETE FROM scope_message_sources WHERE message_id = ANY($1) OR source_message_id = ANY($1)",
-            "scrubbing sources",
+            "activity",
+            "UPDATE scope_activity_events a SET status = 'suppressed' \
+             FROM suffix WHERE a.message_id = suffix.id AND a.status = 'pending'"
+                .into(),
         ),
         (
-            "DELETE FROM attachments WHERE owner_kind = 'message' AND message_id = ANY($1)",
-            "scrubbing message attachments",
+            "fanout",
+            match variant {
+                Variant::Recommended => {
+                    "UPDATE scope_fanout_outbox f SET status = 'suppressed', leased_until = NULL \
+                     FROM suffix WHERE f.message_id = suffix.id AND f.status IN ('pending', 'leased')"
+                }
+                // Alternative: a failed delivery may be retried, so it is not completed either.
+                Variant::Alternative => {
+                    "UPDATE scope_fanout_outbox f SET status = 'suppressed', leased_until = NULL \
+                     FROM suffix WHERE f.message_id = suffix.id AND f.status IN ('pending', 'leased', 'failed')"
+                }
+            }
+            .into(),
         ),
-    ] {
-        exec(conn, sql, ids, action).await?;
-    }
-
-    // Durable IM projections keep their row (a stream position, an index entry) but lose every
-    // content-bearing key.
+        // Projection-backed read surfaces: removed outright.
+        ("cards", "DELETE FROM scope_share_cards c USING suffix WHERE c.message_id = suffix.id".into()),
+        ("reactions", "DELETE FROM scope_message_reactions r USING suffix WHERE r.message_id = suffix.id".into()),
+        ("pins", "DELETE FROM scope_message_pins p USING suffix WHERE p.message_id = suffix.id".into()),
+        ("notices", "DELETE FROM scope_message_top_notices n USING suffix WHERE n.message_id = suffix.id".into()),
+        ("docs", "DELETE FROM scope_message_search_docs d USING suffix WHERE d.message_id = suffix.id".into()),
+        // A source row goes with either end: the citing message or the cited one.
+        (
+            "sources",
+            "DELETE FROM scope_message_sources o USING suffix s \
+             WHERE o.message_id = s.id OR o.source_message_id = s.id"
+                .into(),
+        ),
+        (
+            "files",
+            "DELETE FROM attachments f USING suffix WHERE f.owner_kind = 'message' AND f.message_id = suffix.id"
+                .into(),
+        ),
+        // Durable IM projections keep their row (a stream position, an index entry) but lose
+        // every content-bearing key.
+        (
+            "stream",
+            match variant {
+                Variant::Recommended => STREAM_SCRUB_SQL,
+                Variant::Alternative => STREAM_SCRUB_MARKED_SQL,
+            }
+            .into(),
+        ),
+        (
+            "conversation_index",
+            match variant {
+                Variant::Recommended => INDEX_SCRUB_SQL.to_owned(),
+                Variant::Alternative => format!(
+                    "UPDATE im_conversation_index c SET \
+                       projection_json = c.projection_json - $3::text[] - 'lastMessage' \
+                         || CASE WHEN c.projection_json ? 'lastMessage' THEN coalesce( \
+                              (SELECT jsonb_build_object('lastMessage', jsonb_build_object('id', m.id)) \
+                               FROM scope_messages m \
+                               WHERE m.scope_id = c.scope_id AND m.id NOT IN (SELECT id FROM suffix) \
+                                 AND {MESSAGE_NOT_REWOUND_SQL} \
+                               ORDER BY m.seq DESC LIMIT 1), \
+                              '{{}}'::jsonb) \
+                            ELSE '{{}}'::jsonb END, \
+                       updated_at = now() \
+                     FROM suffix WHERE c.last_message_id = suffix.id"
+                ),
+            },
+        ),
+        // Restore consumed the suffix's recovery points, and a later plan must never restore to
+        // a tombstoned message.
+        ("points", CONSUMED_POINTS_SQL.into()),
+    ];
+    let items: Vec<String> = parts
+        .iter()
+        .map(|(name, sql)| format!("{name} AS ({sql})"))
+        .collect();
+    let sql = format!(
+        "WITH {}, {} SELECT count(*) FROM suffix",
+        suffix_cte(),
+        items.join(", ")
+    );
+    let (scopes, froms) = boundary.ranges();
     let keys: Vec<String> = CONTENT_KEYS.iter().map(|k| (*k).to_owned()).collect();
-    let (stream_sql, index_sql) = match variant {
-        Variant::Recommended => (STREAM_SCRUB_SQL, INDEX_SCRUB_SQL.to_owned()),
-        Variant::Alternative => (
-            STREAM_SCRUB_MARKED_SQL,
-            format!(
-                "UPDATE im_conversation_index c SET \
-                   projection_json = c.projection_json - $2::text[] - 'lastMessage' \
-                     || CASE WHEN c.projection_json ? 'lastMessage' THEN coalesce( \
-                          (SELECT jsonb_build_object('lastMessage', jsonb_build_object('id', m.id)) \
-                           FROM scope_messages m \
-                           WHERE m.scope_id = c.scope_id AND NOT m.id = ANY($1) \
-                             AND {MESSAGE_NOT_REWOUND_SQL} \
-                           ORDER BY m.seq DESC LIMIT 1), \
-                          '{{}}'::jsonb) \
-                        ELSE '{{}}'::jsonb END, \
-                   updated_at = now() \
-                 WHERE c.last_message_id = ANY($1)"
-            ),
-        ),
-    };
-    sqlx::query(stream_sql)
-        .bind(ids)
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&scopes)
+        .bind(&froms)
         .bind(&keys)
-        .execute(&mut *conn)
+        .execute(conn)
         .await
-        .db("scrubbing durable stream events")?;
-    sqlx::query(sqlx::AssertSqlSafe(index_sql))
-        .bind(ids)
-        .bind(&keys)
-        .execute(&mut *conn)
-        .await
-        .db("scrubbing the conversation index")?;
+        .db("scrubbing the suffix's facts")?;
     Ok(())
 }
 
 /// Stream events lose their content-bearing keys.
 const STREAM_SCRUB_SQL: &str =
-    "UPDATE im_stream_events SET payload_json = payload_json - $2::text[] \
-     WHERE message_id = ANY($1)";
+    "UPDATE im_stream_events e SET payload_json = e.payload_json - $3::text[] \
+     FROM suffix WHERE e.message_id = suffix.id";
 
 /// [`Variant::Alternative`]: stream events lose their content-bearing keys and gain the
 /// content-free lifecycle marker `"rewound": true`.
 const STREAM_SCRUB_MARKED_SQL: &str =
-    "UPDATE im_stream_events SET payload_json = payload_json - $2::text[] \
+    "UPDATE im_stream_events e SET payload_json = e.payload_json - $3::text[] \
        || jsonb_build_object('rewound', true) \
-     WHERE message_id = ANY($1)";
+     FROM suffix WHERE e.message_id = suffix.id";
 
 /// Index rows whose last message is rewound lose their content-bearing keys, and so does their
 /// `lastMessage` (which keeps its id).
 const INDEX_SCRUB_SQL: &str = "UPDATE im_conversation_index SET \
-       projection_json = projection_json - $2::text[] \
+       projection_json = projection_json - $3::text[] \
          || CASE WHEN projection_json ? 'lastMessage' \
-                 THEN jsonb_build_object('lastMessage', (projection_json -> 'lastMessage') - $2::text[]) \
+                 THEN jsonb_build_object('lastMessage', (projection_json -> 'lastMessage') - $3::text[]) \
                  ELSE '{}'::jsonb END, \
        updated_at = now() \
-     WHERE last_message_id = ANY($1)";
+     FROM suffix WHERE last_message_id = suffix.id";
 
-/// Deletes the suffix's recovery points: restore consumed them, and a later plan must never
-/// restore to a tombstoned message.
-pub async fn delete_consumed_recovery_points(
-    conn: &mut PgConnection,
-    ids: &[String],
-) -> Result<(), RewindError> {
-    exec(
-        conn,
-        "DELETE FROM message_recovery_points WHERE message_id = ANY($1)",
-        ids,
-        "deleting consumed recovery points",
-    )
-    .await
-}
-
-async fn exec(
-    conn: &mut PgConnection,
-    sql: &'static str,
-    ids: &[String],
-    action: &'static str,
-) -> Result<(), RewindError> {
-    sqlx::query(sql).bind(ids).execute(conn).await.db(action)?;
-    Ok(())
-}
+/// The recovery points the suffix consumed.
+const CONSUMED_POINTS_SQL: &str =
+    "DELETE FROM message_recovery_points p USING suffix WHERE p.message_id = suffix.id";
