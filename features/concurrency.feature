@@ -166,6 +166,26 @@ Feature: Concurrency and the operation lifecycle (spec sections 6.4 and 7)
     And messages "t-1, t-2, t-3, tm-1" are untouched
     And every rewind operation has a status of the spec
 
+  # Another human's reply in the cascaded thread: whichever order the implementation plans in,
+  # the rewind may not take it. One that planned before the reply finds its cascade changed
+  # (drift); one that locks every scope before planning finds another human's message in the
+  # cascade (section 4). Tombstoning the thread's scope as it is at apply time, without comparing
+  # it with the plan, would rewind bob's words.
+  @rule:conc.revalidate-suffix-before-apply @rule:conc.no-partial-success @rule:err.suffix-drift @rule:thread.cascade-other-human-guard @ambiguity:plan-persist-vs-scope-lock
+  Scenario: another human's reply added to the cascaded thread while the rewind waits fails it, nothing tombstoned
+    Given the conversation "reply-threads-human"
+    And the harness holds the row lock of scope "th-tail"
+    When human "alice" starts rewinding to before message "t-4"
+    Then the started rewind waits on a lock
+    When the harness appends a message by human "bob" to scope "th-tail" as "bob's reply"
+    And the harness releases its locks
+    And the started rewind finishes
+    Then the rewind is refused with "rewind is blocked because newer activity changed the conversation" or "rewind is blocked because another human sent a later message"
+    And messages "t-1, t-2, t-3, t-4, tm-1, tt-1, tt-2" are untouched
+    And message "bob's reply" is visible
+    And scope "th-tail" is not archived
+    And no rewind operation is recorded but a failed one
+
   @rule:lifecycle.preparing-only-active @rule:lifecycle.status-set
   Scenario: finished operations do not block the next rewind of the scope
     Given the conversation "projections-human-suffix"

@@ -61,8 +61,17 @@ pub struct Timing {
 impl Timing {
     /// Reference total / bound.
     pub fn ratio(&self) -> f64 {
-        self.total.as_secs_f64() / self.bound.as_secs_f64().max(1e-9)
+        per(self.total, self.bound)
     }
+
+    /// Reference apply alone / bound: the same row changes, without the guards' reads.
+    pub fn apply_ratio(&self) -> f64 {
+        per(self.apply, self.bound)
+    }
+}
+
+fn per(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
 
 /// One suffix length.
@@ -451,49 +460,46 @@ pub fn markdown(report: &Report) -> String {
     out.push_str("\nTimes in ms.\n\n");
     if o.workspace {
         out.push_str(
-            "| N | plan | apply | reference | bound | ref/bound | workspace: reference | \
-             workspace: bound | workspace: ref/bound | workspace/single |\n\
-             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| N | plan | apply | reference | bound | ref/bound | apply/bound | workspace: reference | \
+             workspace: bound | workspace: ref/bound | workspace/single | bound: workspace/single |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
     } else {
         out.push_str(
-            "| N | plan | apply | reference | bound | ref/bound |\n\
-             |---:|---:|---:|---:|---:|---:|\n",
+            "| N | plan | apply | reference | bound | ref/bound | apply/bound |\n\
+             |---:|---:|---:|---:|---:|---:|---:|\n",
         );
     }
     for row in &report.rows {
         let s = &row.single;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} |",
             row.n,
             ms(s.plan),
             ms(s.apply),
             ms(s.total),
             ms(s.bound),
-            s.ratio()
+            s.ratio(),
+            s.apply_ratio()
         ));
         if let Some(w) = &row.workspace {
             out.push_str(&format!(
-                " {} | {} | {:.2} | {:.2} |",
+                " {} | {} | {:.2} | {:.2} | {:.2} |",
                 ms(w.total),
                 ms(w.bound),
                 w.ratio(),
-                w.total.as_secs_f64() / s.total.as_secs_f64().max(1e-9)
+                per(w.total, s.total),
+                per(w.bound, s.bound)
             ));
         }
         out.push('\n');
     }
-    let at = |n: i64| {
-        report
-            .rows
-            .iter()
-            .find(|r| r.n == n)
-            .map(|r| r.single.total)
-    };
+    let at = |n: i64| report.rows.iter().find(|r| r.n == n).map(|r| r.single);
     if let (Some(big), Some(small)) = (at(100_000), at(10_000)) {
         out.push_str(&format!(
-            "\nLinearity: reference time(100000) / time(10000) = {:.1}\n",
-            big.as_secs_f64() / small.as_secs_f64().max(1e-9)
+            "\nLinearity: reference time(100000) / time(10000) = {:.1} (bound: {:.1})\n",
+            per(big.total, small.total),
+            per(big.bound, small.bound)
         ));
     }
     out
