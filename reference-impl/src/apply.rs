@@ -119,12 +119,7 @@ pub async fn apply_in(
     operation_id: &str,
     variant: Variant,
 ) -> Result<Applied, RewindError> {
-    let scopes: Vec<String> = plan
-        .boundary
-        .tombstone_scopes()
-        .into_iter()
-        .map(|s| s.0)
-        .collect();
+    let (scopes, froms) = plan.boundary.ranges();
     // First, before any row lock: wait until no other rewind of these scopes is still writing
     // its notice. In name order, so two applies cannot wait for each other.
     let mut keyed = scopes.clone();
@@ -163,12 +158,11 @@ pub async fn apply_in(
         .db("locking the read state")?;
 
     // Drift: the suffix (and each cascade) must be exactly what the plan validated.
-    let (ranges, froms) = plan.boundary.ranges();
     let mut now: BTreeMap<i64, Vec<String>> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "WITH {} SELECT ord, array_agg(id ORDER BY seq) FROM suffix GROUP BY ord",
         suffix_cte()
     )))
-    .bind(&ranges)
+    .bind(&scopes)
     .bind(&froms)
     .fetch_all(&mut *conn)
     .await
@@ -196,7 +190,7 @@ pub async fn apply_in(
     sqlx::query(sqlx::AssertSqlSafe(
         TOMBSTONE_AND_COMPLETE_SQL.replace("{tombstone}", &tombstone),
     ))
-    .bind(&ranges)
+    .bind(&scopes)
     .bind(&froms)
     .bind(operation_id)
     .bind(OperationStatus::Completed.as_str())

@@ -94,13 +94,6 @@ impl SuffixBoundary {
         }
         (scopes, froms)
     }
-
-    /// Every scope the rewind tombstones.
-    pub fn tombstone_scopes(&self) -> Vec<ScopeId> {
-        let mut scopes = vec![self.primary.scope_id.clone()];
-        scopes.extend(self.cascades.iter().map(|c| c.scope_id.clone()));
-        scopes
-    }
 }
 
 /// A validated rewind, ready for restore and apply.

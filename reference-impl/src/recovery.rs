@@ -90,8 +90,7 @@ pub async fn validate_related_agents(
         let capability = capabilities::for_runtime(&agent.runtime)
             .filter(|_| supported.is_none_or(|s| s.contains(&agent.runtime)))
             .ok_or_else(|| RewindError::refused(SpecError::AgentRuntimeUnsupported))?;
-        let point = first_points.remove(&agent.id);
-        let point = match point {
+        let point = match first_points.remove(&agent.id) {
             Some(p) if p.strategy == capability.strategy => p,
             Some(_) => return Err(RewindError::refused(SpecError::RecoveryPointMissing)),
             None if capability.needs_recovery_point => {
