@@ -1977,85 +1977,93 @@ fn read_state_names_the_first_turn_and_reverted_threads_resume_with_the_default_
 /// (`turn/completed` `interrupted`) and reverts, leaving the thread idle; the interrupted turn
 /// never completes. (A rollback meanwhile stays refused on 0.155: see
 /// `rollback_is_refused_on_paginated_threads_and_during_a_turn`.)
+///
+/// The two releases run side by side: each waits out its interrupted turn's time.
 #[test]
 fn a_busy_thread_takes_a_second_turn_start_and_a_revert_interrupts_the_turn() {
-    for version in ["0.155.1", codex::DEFAULT_VERSION] {
-        let home = tempfile::tempdir().unwrap();
-        let mut server = Server::start_with(
-            home.path(),
-            &[(codex::VERSION_ENV, version), (codex::TURN_MS_ENV, "1500")],
-        );
-        server.handshake(true);
-        let started = server.ok("thread/start", json!({}));
-        let id = started["thread"]["id"].as_str().unwrap().to_owned();
-        server.until("thread/started");
-        let slow = server.ok(
-            "turn/start",
-            json!({ "threadId": id, "input": [{ "type": "text", "text": "slow" }] }),
-        );
-        let slow_id = slow["turn"]["id"].as_str().unwrap().to_owned();
-        server.until("turn/started");
-        let again = server.ok(
-            "turn/start",
-            json!({ "threadId": id, "input": [{ "type": "text", "text": "meanwhile" }] }),
-        );
-        assert_eq!(again["turn"]["id"], slow_id.as_str(), "{version}");
-        assert_eq!(again["turn"]["status"], "inProgress");
-        assert_eq!(again["turn"]["startedAt"], Value::Null);
-        assert_eq!(again["turn"]["items"], json!([]));
-        assert_eq!(again["turn"]["itemsView"], "notLoaded");
-        assert_eq!(persisted_turns(home.path(), &id), [slow_id.as_str()]);
-
-        let (answer, before) = server.call(
-            "thread/revert",
-            json!({ "threadId": id, "beforeTurnId": slow_id }),
-        );
-        let result = &answer["result"];
-        assert_eq!(
-            result["thread"]["status"]["type"], "idle",
-            "{version}: {answer}"
-        );
-        assert_eq!(result["thread"]["turns"], json!([]));
-        assert_eq!(result["turnsBackwardsCursor"], Value::Null);
-        let ends: Vec<&Value> = before
-            .iter()
-            .filter(|n| n["method"] == "turn/completed")
-            .collect();
-        assert_eq!(ends.len(), 1, "{before:?}");
-        assert_eq!(ends[0]["params"]["turn"]["id"], slow_id.as_str());
-        assert_eq!(ends[0]["params"]["turn"]["status"], "interrupted");
-        // The interrupted turn sends nothing more once its time is up.
-        std::thread::sleep(Duration::from_millis(2000));
-        let mut late = Vec::new();
-        while let Ok(message) = server.recv(Duration::from_millis(100)) {
-            late.push(message);
+    std::thread::scope(|scope| {
+        for version in ["0.155.1", codex::DEFAULT_VERSION] {
+            scope.spawn(move || busy_thread_on(version));
         }
-        assert!(
-            !late.iter().any(
-                |n| n["method"] == "turn/completed" || n["method"] == "item/agentMessage/delta"
-            ),
-            "{late:?}"
-        );
-        let read = server.ok(
-            "thread/read",
-            json!({ "threadId": id, "includeTurns": true }),
-        );
-        assert_eq!(read["thread"]["status"]["type"], "idle");
-        assert_eq!(read["thread"]["turns"], json!([]));
-        let state = codex::read_thread(home.path(), &id).unwrap().unwrap();
-        assert!(state.turns.is_empty());
-        assert!(state.history.iter().any(|e| matches!(
-            e,
-            codex::HistoryEvent::TurnCompleted { turn_id, status: codex::TurnStatus::Interrupted, .. } if turn_id == &slow_id
-        )));
+    });
+}
 
-        // The thread takes turns again.
-        let (_, notes) = run_turn(&mut server, &id, text_input("after"));
-        assert_eq!(
-            notes.last().unwrap()["params"]["turn"]["status"],
-            "completed"
-        );
+fn busy_thread_on(version: &str) {
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(
+        home.path(),
+        &[(codex::VERSION_ENV, version), (codex::TURN_MS_ENV, "1500")],
+    );
+    server.handshake(true);
+    let started = server.ok("thread/start", json!({}));
+    let id = started["thread"]["id"].as_str().unwrap().to_owned();
+    server.until("thread/started");
+    let slow = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "slow" }] }),
+    );
+    let slow_id = slow["turn"]["id"].as_str().unwrap().to_owned();
+    server.until("turn/started");
+    let again = server.ok(
+        "turn/start",
+        json!({ "threadId": id, "input": [{ "type": "text", "text": "meanwhile" }] }),
+    );
+    assert_eq!(again["turn"]["id"], slow_id.as_str(), "{version}");
+    assert_eq!(again["turn"]["status"], "inProgress");
+    assert_eq!(again["turn"]["startedAt"], Value::Null);
+    assert_eq!(again["turn"]["items"], json!([]));
+    assert_eq!(again["turn"]["itemsView"], "notLoaded");
+    assert_eq!(persisted_turns(home.path(), &id), [slow_id.as_str()]);
+
+    let (answer, before) = server.call(
+        "thread/revert",
+        json!({ "threadId": id, "beforeTurnId": slow_id }),
+    );
+    let result = &answer["result"];
+    assert_eq!(
+        result["thread"]["status"]["type"], "idle",
+        "{version}: {answer}"
+    );
+    assert_eq!(result["thread"]["turns"], json!([]));
+    assert_eq!(result["turnsBackwardsCursor"], Value::Null);
+    let ends: Vec<&Value> = before
+        .iter()
+        .filter(|n| n["method"] == "turn/completed")
+        .collect();
+    assert_eq!(ends.len(), 1, "{before:?}");
+    assert_eq!(ends[0]["params"]["turn"]["id"], slow_id.as_str());
+    assert_eq!(ends[0]["params"]["turn"]["status"], "interrupted");
+    // The interrupted turn sends nothing more once its time is up.
+    std::thread::sleep(Duration::from_millis(2000));
+    let mut late = Vec::new();
+    while let Ok(message) = server.recv(Duration::from_millis(100)) {
+        late.push(message);
     }
+    assert!(
+        !late
+            .iter()
+            .any(|n| n["method"] == "turn/completed" || n["method"] == "item/agentMessage/delta"),
+        "{late:?}"
+    );
+    let read = server.ok(
+        "thread/read",
+        json!({ "threadId": id, "includeTurns": true }),
+    );
+    assert_eq!(read["thread"]["status"]["type"], "idle");
+    assert_eq!(read["thread"]["turns"], json!([]));
+    let state = codex::read_thread(home.path(), &id).unwrap().unwrap();
+    assert!(state.turns.is_empty());
+    assert!(state.history.iter().any(|e| matches!(
+        e,
+        codex::HistoryEvent::TurnCompleted { turn_id, status: codex::TurnStatus::Interrupted, .. } if turn_id == &slow_id
+    )));
+
+    // The thread takes turns again.
+    let (_, notes) = run_turn(&mut server, &id, text_input("after"));
+    assert_eq!(
+        notes.last().unwrap()["params"]["turn"]["status"],
+        "completed"
+    );
 }
 
 /// The input of a `turn/start` taken into a running turn is answered by that turn's reply.

@@ -98,18 +98,55 @@ struct Run<'a> {
     sequences: bool,
 }
 
+/// A case's database, attached to the reference with its own mock runtimes.
+struct Workbench {
+    db: ScenarioDatabase,
+    pool: sqlx::PgPool,
+    conn: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    mocks: MockRuntimes,
+    api: Box<dyn ConversationApi>,
+    /// The database as cloned from the fixture's template.
+    pristine: DbSnapshot,
+}
+
 impl Run<'_> {
-    /// Makes `request` on a fresh copy of `seeded` (a template holding fixture `name`), and a
+    /// Makes each of `requests` on a copy of `seeded` (a template holding fixture `name`), and a
     /// second one further back when it completes, and judges each. Returns what was judged
     /// wrong.
-    async fn scenario(
+    ///
+    /// A request that leaves the database exactly as it was cloned (every row of every table the
+    /// same: a refusal that wrote nothing) hands the copy, its mocks and its attachment on to the
+    /// next request; any other outcome sends the next request to a fresh copy. Either way each
+    /// request starts from the fixture's rows as seeded, so no verdict depends on another case.
+    async fn cases(
         &self,
         name: &str,
         fixture: &Fixture,
         seeded: &str,
-        request: &RewindRequest,
+        requests: &[RewindRequest],
     ) -> Vec<String> {
         let mut failures = Vec::new();
+        let mut bench: Option<Workbench> = None;
+        for request in requests {
+            let mut current = match bench.take() {
+                Some(kept) => kept,
+                None => self.open(fixture, seeded).await,
+            };
+            let (judged, now) = self.case(name, &mut current, request).await;
+            failures.extend(judged);
+            if now == current.pristine {
+                bench = Some(current);
+            } else {
+                self.close(current).await;
+            }
+        }
+        if let Some(kept) = bench {
+            self.close(kept).await;
+        }
+        failures
+    }
+
+    async fn open(&self, fixture: &Fixture, seeded: &str) -> Workbench {
         let db = self
             .template
             .clone_of(seeded)
@@ -117,7 +154,7 @@ impl Run<'_> {
             .expect("a scenario database");
         let pool = db.pool(2).await.expect("a pool");
         let mut conn = pool.acquire().await.expect("a connection");
-        let mut mocks = MockRuntimes::start(self.programs, fixture, Some(pool.clone()))
+        let mocks = MockRuntimes::start(self.programs, fixture, Some(pool.clone()))
             .await
             .expect("the mock runtimes");
         let api = self
@@ -125,13 +162,50 @@ impl Run<'_> {
             .attach(&attach_request(&db, &mocks))
             .await
             .expect("attaching the reference");
-        let start = state(&mut conn).await;
+        let (_, pristine) = state(&mut conn).await;
+        Workbench {
+            db,
+            pool,
+            conn,
+            mocks,
+            api,
+            pristine,
+        }
+    }
+
+    async fn close(&self, bench: Workbench) {
+        let Workbench {
+            db,
+            pool,
+            conn,
+            mut mocks,
+            api,
+            ..
+        } = bench;
+        drop(conn);
+        let _ = api.detach().await;
+        mocks.stop().await;
+        pool.close().await;
+        let _ = self.template.drop_database(&db.name).await;
+    }
+
+    /// One request on `bench`, and a second one further back when it completes. Returns what
+    /// was judged wrong and the rows the last rewind left.
+    async fn case(
+        &self,
+        name: &str,
+        bench: &mut Workbench,
+        request: &RewindRequest,
+    ) -> (Vec<String>, DbSnapshot) {
+        let mut failures = Vec::new();
+        let (start, mut rows) = state(&mut bench.conn).await;
         let mut before = start.clone();
         let mut request = Some(request.clone());
         let mut first = true;
         while let Some(asked) = request.take() {
-            let answer = api.rewind(&asked).await.expect("the rewind call");
-            let after = state(&mut conn).await;
+            let answer = bench.api.rewind(&asked).await.expect("the rewind call");
+            let (after, after_rows) = state(&mut bench.conn).await;
+            rows = after_rows;
             let prediction = predict(&before, &asked, &self.deployment);
             let verdict = judge(&before, &after, &answer, &prediction);
             if !verdict.is_ok() {
@@ -146,12 +220,7 @@ impl Run<'_> {
             first = false;
             before = after;
         }
-        drop(conn);
-        let _ = api.detach().await;
-        mocks.stop().await;
-        pool.close().await;
-        let _ = self.template.drop_database(&db.name).await;
-        failures
+        (failures, rows)
     }
 }
 
@@ -170,12 +239,17 @@ async fn seeded_template(template: &TemplateDatabase, fixture: &Fixture) -> Stri
         .expect("the fixture's template")
 }
 
-/// How many cases run side by side (each on its own database).
+/// How many lanes of cases run side by side (each on its own database).
 const CASES_AT_ONCE: usize = 4;
 
-async fn state(conn: &mut sqlx::PgConnection) -> State {
+/// How many of a fixture's requests one lane makes, one after another.
+const REQUESTS_PER_LANE: usize = 8;
+
+/// The database read as the spec schema, and its raw rows.
+async fn state(conn: &mut sqlx::PgConnection) -> (State, DbSnapshot) {
     let snapshot = DbSnapshot::capture(conn).await.expect("a snapshot");
-    State::from_snapshot(&snapshot).expect("a snapshot of the spec schema")
+    let state = State::from_snapshot(&snapshot).expect("a snapshot of the spec schema");
+    (state, snapshot)
 }
 
 /// One pass: the reference in `variant` restoring `runtimes` (all when `None`), on the
@@ -214,18 +288,19 @@ async fn check(passes: Vec<Pass>) {
             deployment,
             sequences: pass.sequences,
         };
-        let mut cases = Vec::new();
+        let mut lanes = Vec::new();
         for (name, fixture) in fixtures.iter().filter(|(_, f)| (pass.pick)(f)) {
             let seeded = seeded_template(&template, fixture).await;
-            for request in requests(fixture, pass.others) {
-                cases.push((name, fixture, seeded.clone(), request));
+            let requests = requests(fixture, pass.others);
+            runs += requests.len();
+            for lane in requests.chunks(REQUESTS_PER_LANE) {
+                lanes.push((name, fixture, seeded.clone(), lane.to_vec()));
             }
         }
-        runs += cases.len();
         let run = &run;
-        let judged: Vec<Vec<String>> = futures::stream::iter(cases)
-            .map(|(name, fixture, seeded, request)| async move {
-                run.scenario(name, fixture, &seeded, &request).await
+        let judged: Vec<Vec<String>> = futures::stream::iter(lanes)
+            .map(|(name, fixture, seeded, requests)| async move {
+                run.cases(name, fixture, &seeded, &requests).await
             })
             .buffer_unordered(CASES_AT_ONCE)
             .collect()
@@ -332,7 +407,7 @@ async fn storms_of_rewinds_and_sends_leave_consistent_states() {
                     .await
                     .expect("attaching the reference"),
             );
-            let start = state(&mut conn).await;
+            let (start, _) = state(&mut conn).await;
             let mut calls = Vec::new();
             let human_messages = fixture
                 .messages()
@@ -368,7 +443,7 @@ async fn storms_of_rewinds_and_sends_leave_consistent_states() {
                 // leaves it open. The state is what is judged.
                 let _ = call.await.expect("a storm call");
             }
-            let after = state(&mut conn).await;
+            let (after, _) = state(&mut conn).await;
             completed += after
                 .operations
                 .values()

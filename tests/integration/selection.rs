@@ -9,8 +9,7 @@
 //! variant does not answer, so that some scenarios fail, in every selection alike; an
 //! expectations file names one of them, which is then an expected failure in every selection.
 
-#[path = "common/harness_env.rs"]
-mod harness_env;
+use crate::common::harness_env;
 
 use std::collections::BTreeMap;
 use std::path::Path;

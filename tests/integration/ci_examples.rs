@@ -11,8 +11,7 @@
 //!   to `compare`) exists in the harness's `--help`, so the examples cannot drift from the
 //!   command line.
 
-#[path = "common/optional_tool.rs"]
-mod optional_tool;
+use crate::common::optional_tool;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

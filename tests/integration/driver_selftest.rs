@@ -1049,7 +1049,7 @@ async fn hung_rewind() {
             .set_delay(Duration::from_secs(60)),
     )
     .await;
-    let run = run_harness(label, &server.uri(), 4).await;
+    let run = run_harness(label, &server.uri(), 8).await;
     assert_all_failed(
         &run,
         &scenarios,
@@ -1058,7 +1058,7 @@ async fn hung_rewind() {
             "no answer within 2 s",
         ],
     );
-    // Every scenario waited 2 s for its rewind, four at a time: the run must not wait for the
+    // Every scenario waited 2 s for its rewind, eight at a time: the run must not wait for the
     // 60 s answers, nor stop after the first time-out.
     assert!(
         run.elapsed < Duration::from_secs(60),

@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "common/finished.rs"]
-mod finished;
+use crate::common::finished;
 use finished::Finished;
 
 use serde_json::{json, Value};

@@ -6,8 +6,7 @@
 //! paths resolve) with a temporary directory of its own as `TMPDIR`, and checks afterwards that
 //! the directory is empty and that no process on the machine still refers to it.
 
-#[path = "common/harness_env.rs"]
-mod harness_env;
+use crate::common::harness_env;
 
 use std::fs::Permissions;
 use std::os::unix::fs::PermissionsExt as _;

@@ -2,8 +2,7 @@
 //! reference, generated from the step definitions (`src/step_reference.rs`). A step added,
 //! changed or removed without regenerating the committed copy fails here.
 
-#[path = "common/first_difference.rs"]
-mod first_difference;
+use crate::common::first_difference;
 
 use std::path::Path;
 use std::process::Command;

@@ -5,11 +5,9 @@
 //! and balance the next split, and refuses files that are not the shards of one run, saying
 //! what is wrong in which file.
 
-#[path = "common/harness_env.rs"]
-mod harness_env;
+use crate::common::harness_env;
 
-#[path = "common/first_difference.rs"]
-mod first_difference;
+use crate::common::first_difference;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,7 @@
 //! the `browser` feature refuses `--client-module` and a profile declaring `browser-client`,
 //! saying how to build it; a harness built with it refuses a client module it cannot read.
 
-#[path = "common/harness_env.rs"]
-mod harness_env;
+use crate::common::harness_env;
 
 use std::process::{Command, Output};
 

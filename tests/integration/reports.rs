@@ -8,19 +8,16 @@
 //! `REWIND_CHROMIUM`); without it the check says on stderr that it did not run, and fails only
 //! under `CI=true`.
 
-#[path = "common/harness_env.rs"]
-mod harness_env;
+use crate::common::harness_env;
 
-#[path = "common/optional_tool.rs"]
-mod optional_tool;
+use crate::common::optional_tool;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-#[path = "common/finished.rs"]
-mod finished;
+use crate::common::finished;
 use finished::Finished;
 
 use quick_xml::events::Event;

@@ -6,8 +6,7 @@
 //!
 //! `REWIND_BLESS=1 cargo test --test guide` rewrites the generated block instead of failing.
 
-#[path = "common/first_difference.rs"]
-mod first_difference;
+use crate::common::first_difference;
 
 use std::path::{Path, PathBuf};
 
