@@ -263,16 +263,48 @@ struct Pass {
     pick: fn(&Fixture) -> bool,
 }
 
+/// What every check runs in: the shipped fixtures, an embedded PostgreSQL with the reference's
+/// migrated template, and the mock runtime programs.
+struct Setting {
+    fixtures: std::collections::BTreeMap<String, Fixture>,
+    server: PostgresServer,
+    template: TemplateDatabase,
+    programs: MockPrograms,
+}
+
+impl Setting {
+    async fn start() -> Setting {
+        let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
+        let server = PostgresServer::provision(&PostgresChoice::Embedded)
+            .await
+            .expect("an embedded PostgreSQL");
+        let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
+            .await
+            .expect("the template database");
+        let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
+            .expect("the mock runtime programs");
+        Setting {
+            fixtures,
+            server,
+            template,
+            programs,
+        }
+    }
+
+    async fn stop(self) {
+        self.programs.remove();
+        let _ = self.template.drop_all().await;
+        self.server.shutdown().await;
+    }
+}
+
 async fn check(passes: Vec<Pass>) {
-    let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
-    let server = PostgresServer::provision(&PostgresChoice::Embedded)
-        .await
-        .expect("an embedded PostgreSQL");
-    let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
-        .await
-        .expect("the template database");
-    let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
-        .expect("the mock runtime programs");
+    let Setting {
+        fixtures,
+        server,
+        template,
+        programs,
+    } = Setting::start().await;
     let mut failures = Vec::new();
     let mut runs = 0;
     for pass in passes {
@@ -313,9 +345,14 @@ async fn check(passes: Vec<Pass>) {
                 .map(|f| format!("[{variant:?}] {f}")),
         );
     }
-    programs.remove();
-    let _ = template.drop_all().await;
-    server.shutdown().await;
+    Setting {
+        fixtures,
+        server,
+        template,
+        programs,
+    }
+    .stop()
+    .await;
     assert!(
         failures.is_empty(),
         "{} of {runs} rewinds judged wrong:\n{}",
@@ -378,15 +415,12 @@ async fn the_oracle_allows_what_the_alternative_reference_does_and_a_narrower_de
 /// completed first; whatever the order, the state they leave must be consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storms_of_rewinds_and_sends_leave_consistent_states() {
-    let fixtures = load_fixture_dir(Path::new("fixtures")).expect("the shipped fixtures");
-    let server = PostgresServer::provision(&PostgresChoice::Embedded)
-        .await
-        .expect("an embedded PostgreSQL");
-    let template = TemplateDatabase::create(server.admin_url(), &rewind_reference::MIGRATOR)
-        .await
-        .expect("the template database");
-    let programs = MockPrograms::link(Path::new(env!("CARGO_BIN_EXE_rewind-conformance")))
-        .expect("the mock runtime programs");
+    let Setting {
+        fixtures,
+        server,
+        template,
+        programs,
+    } = Setting::start().await;
     let mut failures = Vec::new();
     let mut completed = 0;
     for with_sends in [false, true] {
@@ -461,9 +495,14 @@ async fn storms_of_rewinds_and_sends_leave_consistent_states() {
             let _ = template.drop_database(&db.name).await;
         }
     }
-    programs.remove();
-    let _ = template.drop_all().await;
-    server.shutdown().await;
+    Setting {
+        fixtures,
+        server,
+        template,
+        programs,
+    }
+    .stop()
+    .await;
     assert!(completed > 0, "no rewind of any storm completed");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
