@@ -51,20 +51,35 @@ pub fn files() -> Vec<(PathBuf, &'static [u8])> {
 /// A fingerprint of the built-in files (paths and bytes; 64-bit FNV-1a, stable across builds
 /// and platforms), which names the unpacked copy.
 pub fn fingerprint() -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    let mut hash = Fnv1a::new();
     for (path, bytes) in files() {
-        eat(path.to_string_lossy().as_bytes());
-        eat(&[0]);
-        eat(&(bytes.len() as u64).to_le_bytes());
-        eat(bytes);
+        hash.eat(path.to_string_lossy().as_bytes());
+        hash.eat(&[0]);
+        hash.eat(&(bytes.len() as u64).to_le_bytes());
+        hash.eat(bytes);
     }
-    hash
+    hash.value()
+}
+
+/// 64-bit FNV-1a: a hash that names cached files, the same in every build and on every platform
+/// (unlike `std`'s hashers).
+pub(crate) struct Fnv1a(u64);
+
+impl Fnv1a {
+    pub(crate) fn new() -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(crate) fn eat(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    pub(crate) fn value(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Writes the built-in suite into `dir` (created if missing): `features/`, `fixtures/`,
@@ -97,8 +112,9 @@ fn holds_the_suite(dir: &Path) -> bool {
         .all(|(path, bytes)| std::fs::read(dir.join(path)).is_ok_and(|on_disk| on_disk == *bytes))
 }
 
-/// Where unpacked copies may be kept, in the order tried.
-fn cache_bases() -> Vec<PathBuf> {
+/// Where cached copies may be kept, in the order tried: the built-in suite unpacked, and
+/// `initdb`'s output for the embedded clusters.
+pub(crate) fn cache_bases() -> Vec<PathBuf> {
     let from_env = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())

@@ -13,10 +13,23 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use super::initdb_cache;
 use super::ProvisionError;
 
 /// Prefix of every cluster directory under the temporary directory.
 const DIR_PREFIX: &str = "rewind-pg-";
+
+/// The options of every `initdb` (the data directory aside): no durability is needed.
+const INITDB_OPTIONS: [&str; 8] = [
+    "-A",
+    "trust",
+    "-U",
+    "postgres",
+    "-E",
+    "UTF8",
+    "--locale=C",
+    "--no-sync",
+];
 
 /// Directories of the clusters this process started and has not stopped yet.
 static RUNNING: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
@@ -195,22 +208,7 @@ impl EmbeddedCluster {
             chown_recursive(&dir, account).map_err(io)?;
         }
         let data = dir.join("data");
-        cluster.run(
-            account.as_deref(),
-            "initdb",
-            &[
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-                "-D",
-                &data.to_string_lossy(),
-            ],
-        )?;
+        let cached = cluster.init_data(account.as_deref(), &data)?;
         let port = free_port().map_err(io)?;
         let options = format!(
             // Throwaway data: no durability, and minimal WAL so that cloning a template
@@ -223,22 +221,26 @@ impl EmbeddedCluster {
             if in_memory.is_some() { "512MB" } else { "4GB" },
         );
         cluster.port = port;
-        cluster.run(
-            account.as_deref(),
-            "pg_ctl",
-            &[
-                "-w",
-                "-t",
-                "60",
-                "-D",
-                &data.to_string_lossy(),
-                "-l",
-                &dir.join("server.log").to_string_lossy(),
-                "-o",
-                &options,
-                "start",
-            ],
-        )?;
+        let data_arg = data.to_string_lossy().into_owned();
+        let log_arg = dir.join("server.log").to_string_lossy().into_owned();
+        let start = [
+            "-w", "-t", "60", "-D", &data_arg, "-l", &log_arg, "-o", &options, "start",
+        ];
+        match (cluster.run(account.as_deref(), "pg_ctl", &start), cached) {
+            (Ok(()), _) => {}
+            (Err(error), Some(entry)) => {
+                // A copy that does not start (the cache damaged by hand, say): made again by
+                // `initdb`, once.
+                tracing::warn!(%error, "the cluster did not start from the cached initdb");
+                initdb_cache::forget(&entry);
+                stop_cluster(&cluster.bindir, &dir);
+                std::fs::remove_dir_all(&data).map_err(io)?;
+                cluster.run_initdb(account.as_deref(), &data)?;
+                cluster.store_initdb(account.as_deref(), &data);
+                cluster.run(account.as_deref(), "pg_ctl", &start)?;
+            }
+            (Err(error), None) => return Err(error),
+        }
         cluster.admin_url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
         tracing::info!(dir = %dir.display(), port, "embedded PostgreSQL started");
         Ok(cluster)
@@ -300,6 +302,45 @@ impl EmbeddedCluster {
             self.stopped = true;
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// Writes the new cluster's data directory: a copy of the cached `initdb` output when there
+    /// is one ([`initdb_cache`]; returns its entry), else `initdb`'s, which is then cached.
+    fn init_data(
+        &self,
+        account: Option<&str>,
+        data: &Path,
+    ) -> Result<Option<PathBuf>, ProvisionError> {
+        let entry = initdb_cache::entry_name(&self.bindir, account, &INITDB_OPTIONS);
+        if let Some(cached) = entry
+            .as_deref()
+            .and_then(|name| initdb_cache::restore(name, data))
+        {
+            if let Some(account) = account {
+                chown_recursive(data, account).map_err(|source| ProvisionError::Io {
+                    dir: data.to_path_buf(),
+                    source,
+                })?;
+            }
+            return Ok(Some(cached));
+        }
+        self.run_initdb(account, data)?;
+        self.store_initdb(account, data);
+        Ok(None)
+    }
+
+    /// Keeps `initdb`'s output in `data` for the next clusters ([`initdb_cache`]).
+    fn store_initdb(&self, account: Option<&str>, data: &Path) {
+        if let Some(name) = initdb_cache::entry_name(&self.bindir, account, &INITDB_OPTIONS) {
+            initdb_cache::store(&name, data);
+        }
+    }
+
+    fn run_initdb(&self, account: Option<&str>, data: &Path) -> Result<(), ProvisionError> {
+        let data = data.to_string_lossy();
+        let mut args = INITDB_OPTIONS.to_vec();
+        args.extend(["-D", &data]);
+        self.run(account, "initdb", &args)
     }
 
     fn run(

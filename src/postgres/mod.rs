@@ -12,6 +12,7 @@
 mod container;
 mod embedded;
 mod error;
+mod initdb_cache;
 mod template;
 
 #[cfg(feature = "containers")]

@@ -607,11 +607,15 @@ fn sighup_mid_run_exits_129_and_leaves_nothing() {
 #[test]
 fn sigint_while_initdb_runs_stops_initdb_too() {
     let tmp = Scratch::new("sigint-initdb");
-    let mut harness = Harness::run(&["--name", OPENCODE], tmp.path(), &[]);
+    // An empty cache, so that the cluster is made by `initdb` rather than copied.
+    let cache = tempfile::tempdir().expect("a cache directory");
+    let cache_dir = cache.path().to_str().expect("a UTF-8 path");
+    let env = [("XDG_CACHE_HOME", cache_dir), ("HOME", cache_dir)];
+    let mut harness = Harness::run(&["--name", OPENCODE], tmp.path(), &env);
     harness.wait_for_dirs(tmp.path(), &["rewind-pg-"]);
     // Interrupt while `initdb` (a process of its own, in a process group of its own) runs.
     let deadline = Instant::now() + PATIENCE;
-    let initdb = |p: &Referrer| p.cmdline.contains("initdb");
+    let initdb = |p: &Referrer| p.exe.ends_with("/initdb") || p.cmdline.contains("/initdb ");
     while !processes_referring_to(tmp.path()).iter().any(initdb) {
         assert!(
             harness.try_wait().is_none() && Instant::now() < deadline,
@@ -632,6 +636,45 @@ fn sigint_while_initdb_runs_stops_initdb_too() {
         Referrer::show(&survivors)
     );
     assert_nothing_left(tmp.path(), "SIGINT while initdb runs");
+}
+
+/// Clusters start from a copy of a cached `initdb`; an entry that does not start is made again.
+#[test]
+fn clusters_start_from_the_cached_initdb_and_a_damaged_entry_is_made_again() {
+    let cache = tempfile::tempdir().expect("a cache directory");
+    let cache_dir = cache.path().to_str().expect("a UTF-8 path");
+    let env = [("XDG_CACHE_HOME", cache_dir), ("HOME", cache_dir)];
+    let entries_dir = cache.path().join("rewind-conformance/initdb");
+    let whole_entries = || -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&entries_dir)
+            .map(|e| e.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        found.retain(|p| p.join("complete").is_file());
+        found
+    };
+    let tmp = Scratch::new("initdb-cache");
+    let run = || {
+        let finished = Harness::run(&["--name", ONE], tmp.path(), &env).wait(PATIENCE);
+        finished.assert_code(0);
+        finished.assert_stdout_has("conformance: 1 passed");
+    };
+    run();
+    let kept = whole_entries();
+    assert_eq!(kept.len(), 1, "one entry after the first run: {kept:?}");
+    let control = kept[0].join("data/global/pg_control");
+    assert!(control.is_file(), "the entry holds no data directory");
+    std::fs::remove_file(&control).expect("damaging the entry");
+    run();
+    assert_eq!(
+        whole_entries(),
+        kept,
+        "the damaged entry was not made again"
+    );
+    assert!(
+        control.is_file(),
+        "the entry that did not start was kept as it was"
+    );
+    assert_nothing_left(tmp.path(), "runs from the initdb cache");
 }
 
 // ---------------------------------------------------------------------------------------------
