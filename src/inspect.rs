@@ -211,30 +211,46 @@ pub async fn log_position(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
         .await
 }
 
-/// The spec tables of the database (the migration bookkeeping table excluded).
+/// The spec tables of the database (the migration bookkeeping table excluded): the ordinary and
+/// partitioned tables of schema `public`, by name. Read from the catalog itself, not from
+/// `information_schema.tables`, a view whose planning alone costs a millisecond.
 pub async fn spec_tables(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables \
-         WHERE table_schema = 'public' AND table_type = 'BASE TABLE' \
-         AND table_name NOT LIKE '\\_sqlx%' ORDER BY table_name",
+        "SELECT c.relname::text FROM pg_catalog.pg_class c \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') \
+         AND c.relname NOT LIKE '\\_sqlx%' ORDER BY c.relname",
     )
     .fetch_all(conn)
     .await
 }
 
 impl DbSnapshot {
-    /// Reads every row of every spec table.
+    /// Reads every row of every spec table: one statement for all of them, each table's rows
+    /// as JSON text in order.
     pub async fn capture(conn: &mut PgConnection) -> Result<Self, sqlx::Error> {
-        let mut tables = BTreeMap::new();
-        for table in spec_tables(conn).await? {
-            let rows: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-                "SELECT to_jsonb(t)::text FROM \"{table}\" t ORDER BY 1"
-            )))
-            .fetch_all(&mut *conn)
-            .await?;
-            tables.insert(table, rows);
+        let tables = spec_tables(conn).await?;
+        if tables.is_empty() {
+            return Ok(DbSnapshot::default());
         }
-        Ok(DbSnapshot { tables })
+        let reads: Vec<String> = tables
+            .iter()
+            .map(|table| {
+                let name = table.replace('\'', "''");
+                let quoted = table.replace('"', "\"\"");
+                format!(
+                    "SELECT '{name}'::text, \
+                     ARRAY(SELECT to_jsonb(t)::text FROM \"{quoted}\" t ORDER BY 1)"
+                )
+            })
+            .collect();
+        let rows: Vec<(String, Vec<String>)> =
+            sqlx::query_as(AssertSqlSafe(reads.join(" UNION ALL ")))
+                .fetch_all(&mut *conn)
+                .await?;
+        Ok(DbSnapshot {
+            tables: rows.into_iter().collect(),
+        })
     }
 
     /// A unified diff per changed table (`-` before, `+` after); empty when equal.
