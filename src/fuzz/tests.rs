@@ -87,12 +87,13 @@ fn canaries_are_unique_across_a_run() {
 
 #[test]
 fn shrinking_keeps_cases_valid() {
-    let mut simplified = 0;
-    for index in 0..24 {
+    /// Walks case `index` along a shrink, as a failing property would: accepts a few
+    /// simplifications, rejects some. Returns how many simplifications changed the case.
+    fn walk(index: u64) -> usize {
         let (first, mut tree) = case(0x5eed, index);
+        let mut simplified = 0;
         let mut steps = 0;
         let mut last = first.yaml.clone();
-        // Accept a few simplifications (as a failing property would), reject some.
         while steps < 30 && tree.simplify() {
             steps += 1;
             let current = tree.current();
@@ -110,7 +111,28 @@ fn shrinking_keeps_cases_valid() {
             last = current.yaml;
         }
         assert!(steps > 0, "case {index} cannot be simplified");
+        simplified
     }
+    // The cases are independent: walked on every core at once.
+    let next = std::sync::atomic::AtomicU64::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let simplified: usize = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut simplified = 0;
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if index >= 24 {
+                            return simplified;
+                        }
+                        simplified += walk(index);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
     assert!(
         simplified > 100,
         "only {simplified} simplifications changed a case"
