@@ -6,8 +6,15 @@
 //! link time, reliably only inside one crate), so this entry point runs that binary's `run`
 //! command from the package root and forwards its own arguments, e.g.
 //! `cargo test --test conformance -- --tags @rule:init.human-only`.
+//!
+//! A plain `cargo test` does not run this target (`test = false`): the same whole-suite run is a
+//! test of the `integration` binary there (`conformance::`), where it runs beside the other
+//! integration tests instead of before them.
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
+
+#[path = "integration/common/suite_run.rs"]
+mod suite_run;
 
 fn main() -> ExitCode {
     let forwarded: Vec<String> = std::env::args()
@@ -20,12 +27,7 @@ fn main() -> ExitCode {
             )
         })
         .collect();
-    let status = Command::new(env!("CARGO_BIN_EXE_rewind-conformance"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("run")
-        .args(&forwarded)
-        .status();
-    match status {
+    match suite_run::run_suite(&forwarded) {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => {
             eprintln!("conformance suite failed ({status})");

@@ -3,8 +3,10 @@
 //! after another. `cargo test --test integration <module>::` runs one area, e.g.
 //! `cargo test --test integration guide::`.
 //!
-//! The Gherkin suite itself is `tests/conformance.rs` (its own entry point, which forwards run
-//! options); the real-runtime tier is `tests/real_runtimes` (behind the `real-runtimes` feature).
+//! The whole Gherkin suite is one of them (`conformance::`), so that `cargo test` runs it beside
+//! the others; `tests/conformance.rs` runs the same suite on its own and forwards run options
+//! (`cargo test --test conformance -- <run options>`). The real-runtime tier is
+//! `tests/real_runtimes` (behind the `real-runtimes` feature).
 
 mod common;
 
@@ -12,6 +14,7 @@ mod bench_bound;
 mod browser_tier;
 mod ci_examples;
 mod compare;
+mod conformance;
 mod coverage_gate;
 mod driver_selftest;
 mod guide;
