@@ -96,15 +96,27 @@ pub struct ScenarioDatabase {
 }
 
 impl ScenarioDatabase {
-    /// Opens a small pool on this database.
+    /// Opens a small pool on this database, with one connection open.
     pub async fn pool(&self, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+        Self::pool_options(max_connections)
+            .connect_with(self.harness_options()?)
+            .await
+    }
+
+    /// A small pool on this database that connects only when a connection is first asked for.
+    pub fn lazy_pool(&self, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+        Ok(Self::pool_options(max_connections).connect_lazy_with(self.harness_options()?))
+    }
+
+    fn harness_options(&self) -> Result<PgConnectOptions, sqlx::Error> {
         let options: PgConnectOptions = self.url.parse()?;
-        let options = options.application_name(crate::inspect::HARNESS_SESSION);
+        Ok(options.application_name(crate::inspect::HARNESS_SESSION))
+    }
+
+    fn pool_options(max_connections: u32) -> PgPoolOptions {
         PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await
     }
 }
 

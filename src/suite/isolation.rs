@@ -63,21 +63,35 @@ struct State {
     stopping: bool,
 }
 
-/// A scenario database made ahead, with a pool already connected to it and the fixture's mock
-/// runtimes started on it.
+/// A scenario database made ahead, with the steps' pool already connected to it and the
+/// fixture's mock runtimes started on it.
 pub struct Ready {
     /// The database.
     pub db: ScenarioDatabase,
-    /// A pool of up to [`POOL_SIZE`] connections to it, one of them open (`None` when
-    /// connecting failed: the scenario connects itself and reports the failure).
+    /// The steps' pool ([`STEP_POOL_SIZE`]), its connection open (`None` when connecting
+    /// failed: the scenario connects itself and reports the failure).
     pub pool: Option<PgPool>,
     /// The fixture's mock runtimes, witnessing deliveries against the database (`None` when
     /// they could not start: the scenario starts them itself and reports the failure).
     pub mocks: Option<MockRuntimes>,
 }
 
-/// The connections a scenario's own pool may hold.
-pub const POOL_SIZE: u32 = 4;
+/// The harness's connections to a scenario's database.
+///
+/// The steps read and write through one connection, in step order. A second connection is a
+/// new PostgreSQL backend whose catalog caches start cold (its first snapshot of a fixture costs
+/// about six times a warm one), and a pool allowed more than one opens it whenever a query
+/// follows another at once, since a connection handed back is checked before it is idle again.
+pub const STEP_POOL_SIZE: u32 = 1;
+
+/// Connections a step holds while the implementation works (a transaction keeping row locks,
+/// a session that terminates a backend), opened when first asked for. They never come from
+/// the steps' pool, so that nothing the implementation waits for waits for a step's query.
+pub const HOLD_POOL_SIZE: u32 = 2;
+
+/// The delivery witness's connection (the mock runtimes call it while the implementation
+/// works), opened when first asked for, for the same reason.
+pub const WITNESS_POOL_SIZE: u32 = 1;
 
 /// What one scenario's isolation cost.
 #[derive(Debug, Clone, Copy, Default)]
@@ -243,10 +257,11 @@ impl Shared {
     /// database is the slow one (its catalog caches are built), and the mock runtimes write
     /// the fixture's sessions into their homes; both happen here, off the scenario's path.
     async fn prepare(&self, name: &str, db: ScenarioDatabase) -> Ready {
-        let pool = db.pool(POOL_SIZE).await.ok();
-        let mocks = match (&pool, self.fixtures.get(name)) {
-            (Some(pool), Some(fixture)) => {
-                MockRuntimes::start(&self.programs, fixture, Some(pool.clone()))
+        let pool = db.pool(STEP_POOL_SIZE).await.ok();
+        let witness = db.lazy_pool(WITNESS_POOL_SIZE).ok();
+        let mocks = match (&pool, witness, self.fixtures.get(name)) {
+            (Some(_), Some(witness), Some(fixture)) => {
+                MockRuntimes::start(&self.programs, fixture, Some(witness))
                     .await
                     .ok()
             }

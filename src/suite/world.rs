@@ -121,8 +121,12 @@ pub fn context() -> anyhow::Result<Arc<RunContext>> {
 pub struct Attached {
     /// The scenario's database.
     pub db: ScenarioDatabase,
-    /// The harness's own connections, for seeding and inspection.
+    /// The steps' connection, for seeding and inspection
+    /// ([`STEP_POOL_SIZE`](crate::suite::isolation::STEP_POOL_SIZE)).
     pub pool: PgPool,
+    /// Connections held while the implementation works
+    /// ([`HOLD_POOL_SIZE`](crate::suite::isolation::HOLD_POOL_SIZE)).
+    pub hold: PgPool,
     /// The implementation, attached to `db`.
     pub api: Arc<dyn ConversationApi>,
     /// The protocol violations its calls met.
@@ -322,9 +326,15 @@ impl RewindWorld {
         })
     }
 
-    /// The harness pool of the scenario database.
+    /// The steps' connection to the scenario database. Nothing taken from it may be held
+    /// while the implementation works: use [`RewindWorld::hold_pool`] for that.
     pub fn pool(&self) -> anyhow::Result<&PgPool> {
         Ok(&self.attached()?.pool)
+    }
+
+    /// Connections to the scenario database that a step holds while the implementation works.
+    pub fn hold_pool(&self) -> anyhow::Result<&PgPool> {
+        Ok(&self.attached()?.hold)
     }
 
     /// The database as it was just before the last `When`.
@@ -593,6 +603,7 @@ impl RewindWorld {
                 if let Err(e) = attached.api.detach().await {
                     tracing::warn!("detaching from `{}`: {e}", attached.db.name);
                 }
+                attached.hold.close().await;
                 (attached.db, attached.pool)
             }
             (None, Some(pending)) => pending,

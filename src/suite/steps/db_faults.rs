@@ -167,7 +167,7 @@ async fn rewind_with_fault(
     )
     .await?;
     super::when::mark_before(world).await?;
-    let pool = world.pool()?.clone();
+    let pool = world.hold_pool()?.clone();
     let mut admin = pool.acquire().await.context("acquiring a connection")?;
 
     // Arm the fault.

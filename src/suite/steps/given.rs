@@ -7,7 +7,9 @@ use cucumber::given;
 use rewind_conformance::fixtures::seed_fixture;
 use rewind_conformance::mocks::MockRuntimes;
 
-use crate::suite::isolation::{IsolationTimes, Ready, POOL_SIZE};
+use crate::suite::isolation::{
+    IsolationTimes, Ready, HOLD_POOL_SIZE, STEP_POOL_SIZE, WITNESS_POOL_SIZE,
+};
 use crate::suite::world::{context, Attached, RewindWorld};
 
 /// Takes a database of its own that holds the fixture (made ahead, or cloned and seeded now)
@@ -49,14 +51,19 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     let pool = match ready.pool {
         Some(pool) => pool,
         None => db
-            .pool(POOL_SIZE)
+            .pool(STEP_POOL_SIZE)
             .await
             .with_context(|| format!("connecting to scenario database `{}`", db.name))?,
     };
+    let lazy_pool = |size| {
+        db.lazy_pool(size)
+            .with_context(|| format!("a pool on scenario database `{}`", db.name))
+    };
+    let hold = lazy_pool(HOLD_POOL_SIZE)?;
     // The runtimes first: real ones choose their own ids, which the database must hold.
     let mut mocks = match ready.mocks {
         Some(mocks) => mocks,
-        None => MockRuntimes::start(&ctx.programs, fixture, Some(pool.clone()))
+        None => MockRuntimes::start(&ctx.programs, fixture, Some(lazy_pool(WITNESS_POOL_SIZE)?))
             .await
             .map_err(|e| anyhow!("starting the runtimes of fixture `{name}`: {e}"))?,
     };
@@ -106,6 +113,7 @@ async fn the_conversation(world: &mut RewindWorld, name: String) -> anyhow::Resu
     world.attached = Some(Attached {
         db,
         pool,
+        hold,
         api,
         violations,
     });

@@ -15,14 +15,18 @@ use crate::suite::world::{Racing, RewindWorld};
 
 /// Locks the scope's row in a transaction the harness keeps open. `FOR NO KEY UPDATE` is what an
 /// `UPDATE` of the row takes: it blocks the apply's lock and updates, not the foreign-key checks
-/// of rows that merely reference the scope (such as a new `rewind_operations` row).
+/// of rows that merely reference the scope (such as a new `rewind_operations` row). A
+/// transaction the harness already holds takes this lock too.
 #[given(expr = "the harness holds the row lock of scope {string}")]
 async fn hold_scope_lock(world: &mut RewindWorld, scope: String) -> anyhow::Result<()> {
-    let mut tx = world
-        .pool()?
-        .begin()
-        .await
-        .context("beginning the harness transaction")?;
+    let mut tx = match world.held.take() {
+        Some(tx) => tx,
+        None => world
+            .hold_pool()?
+            .begin()
+            .await
+            .context("beginning the harness transaction")?,
+    };
     let found: Option<String> =
         sqlx::query_scalar("SELECT id FROM scopes WHERE id = $1 FOR NO KEY UPDATE")
             .bind(&scope)

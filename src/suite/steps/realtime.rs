@@ -358,7 +358,7 @@ async fn hold_commit(world: &mut RewindWorld) -> anyhow::Result<()> {
         "the harness already holds a transaction in this scenario"
     );
     let mut tx = world
-        .pool()?
+        .hold_pool()?
         .begin()
         .await
         .context("beginning the harness transaction")?;
