@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{Acquire as _, PgPool, Postgres};
 
 use crate::apply::{self, apply_rewind, Applied};
 use crate::delivery;
@@ -126,17 +127,21 @@ impl Rewinder {
 
     /// The apply transaction, then (recommended variant) the notice after its commit, both on
     /// one connection that holds the scope's apply lock in between
-    /// ([`crate::apply::hold_for_notice`]).
+    /// ([`crate::apply::hold_for_notice`]): `conn`, or one from the pool.
     async fn apply_and_announce(
         &self,
         plan: &RewindPlan,
         operation_id: &str,
+        conn: Option<PoolConnection<Postgres>>,
     ) -> Result<Applied, RewindError> {
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .db("acquiring the apply connection")?;
+        let mut conn = match conn {
+            Some(conn) => conn,
+            None => self
+                .pool
+                .acquire()
+                .await
+                .db("acquiring the apply connection")?,
+        };
         if self.variant.is_alternative() {
             return apply_rewind(&mut conn, plan, operation_id, self.variant).await;
         }
@@ -163,12 +168,20 @@ impl Rewinder {
     /// related agents, validate them, record the operation, restore and verify every runtime,
     /// and only then apply.
     pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {
-        let (plan, targets, operation_id) = match self.plan_and_begin(command).await {
+        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {
             Ok(prepared) => prepared,
             Err(err) => return Err(self.record_refusal(command, err).await),
         };
+        // With no runtime to restore the apply follows at once, on the plan's connection. A
+        // restore may take long, and no connection is held across it.
+        let conn = if targets.is_empty() {
+            Some(conn)
+        } else {
+            drop(conn);
+            None
+        };
         self.restore_runtimes(&operation_id, &targets).await?;
-        match self.apply_and_announce(&plan, &operation_id).await {
+        match self.apply_and_announce(&plan, &operation_id, conn).await {
             Ok(Applied {
                 rewound_message_ids,
                 notice,
@@ -238,6 +251,7 @@ impl Rewinder {
     }
 
     /// Plans the rewind, validates the related agents and records the `preparing` operation.
+    /// Returns the connection it did that on, too.
     ///
     /// [`Variant::Recommended`] plans on plain reads and lets the apply take the scope's row
     /// lock. [`Variant::Alternative`] takes that lock (`SELECT ... FOR UPDATE` on the primary
@@ -247,7 +261,15 @@ impl Rewinder {
     async fn plan_and_begin(
         &self,
         command: &RewindCommand,
-    ) -> Result<(RewindPlan, Vec<RestoreTarget>, String), RewindError> {
+    ) -> Result<
+        (
+            RewindPlan,
+            Vec<RestoreTarget>,
+            String,
+            PoolConnection<Postgres>,
+        ),
+        RewindError,
+    > {
         let Actor::Human(initiator) = &command.actor else {
             return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
         };
@@ -256,14 +278,11 @@ impl Rewinder {
                 let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
                 let (plan, targets) = self.plan(&mut conn, initiator, command).await?;
                 let operation_id = lifecycle::begin(&mut conn, &plan).await?;
-                Ok((plan, targets, operation_id))
+                Ok((plan, targets, operation_id, conn))
             }
             Variant::Alternative => {
-                let mut tx = self
-                    .pool
-                    .begin()
-                    .await
-                    .db("beginning the plan transaction")?;
+                let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
+                let mut tx = conn.begin().await.db("beginning the plan transaction")?;
                 sqlx::query("SELECT id FROM scopes WHERE id = $1 FOR UPDATE")
                     .bind(&command.scope_id)
                     .fetch_optional(&mut *tx)
@@ -272,7 +291,7 @@ impl Rewinder {
                 let (plan, targets) = self.plan(&mut tx, initiator, command).await?;
                 let operation_id = lifecycle::begin(&mut tx, &plan).await?;
                 tx.commit().await.db("committing the plan transaction")?;
-                Ok((plan, targets, operation_id))
+                Ok((plan, targets, operation_id, conn))
             }
         }
     }
