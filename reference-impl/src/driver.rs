@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rewind_driver_protocol as wire;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres};
 
 use crate::delivery;
 use crate::messages::{Author, NewMessage};
@@ -228,9 +229,12 @@ impl Session {
             metadata,
             fanout: true,
         };
-        self.check_author_and_scope(&message.actor, &message.scope_id)
+        // The check and the post on one connection: handing one back and asking for the next
+        // at once would open another.
+        let mut conn = self.connection().await?;
+        self.check_author_and_scope(&mut conn, &message.actor, &message.scope_id)
             .await?;
-        match self.rewinder.post_message(&new).await {
+        match self.rewinder.post_message(&mut conn, &new).await {
             Ok(Some(posted)) => Ok(wire::SentMessage {
                 message_id: posted.id,
                 seq: posted.seq,
@@ -251,6 +255,7 @@ impl Session {
     /// `bad_request`, answered before anything is written.
     async fn check_author_and_scope(
         &self,
+        conn: &mut sqlx::PgConnection,
         actor: &wire::Actor,
         scope_id: &str,
     ) -> Result<(), DriverFailure> {
@@ -266,7 +271,7 @@ impl Session {
         let (scope, author_known): (bool, bool) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(scope_id)
             .bind(author)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *conn)
             .await
             .map_err(|e| failure("internal", format!("checking the message's scope: {e}")))?;
         if !scope {
@@ -290,6 +295,14 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// A connection of the session's pool, for a request's statements to share.
+    async fn connection(&self) -> Result<PoolConnection<Postgres>, DriverFailure> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| failure("internal", format!("acquiring a connection: {e}")))
     }
 
     /// Delivers a message to the agent runtimes it reaches, as the daemon would, and waits
@@ -364,7 +377,8 @@ impl Session {
         request: &wire::SyncRequest,
     ) -> Result<wire::SyncPage, DriverFailure> {
         refuse_nul(request)?;
-        let member = crate::reads::is_member(&self.pool, &request.scope_id, &request.user_id)
+        let mut conn = self.connection().await?;
+        let member = crate::reads::is_member(&mut conn, &request.scope_id, &request.user_id)
             .await
             .map_err(|e| failure("internal", e))?;
         if !member {
@@ -377,7 +391,7 @@ impl Session {
             ));
         }
         let page = crate::reads::sync_messages(
-            &self.pool,
+            &mut conn,
             &request.scope_id,
             request.after_seq,
             request.limit,

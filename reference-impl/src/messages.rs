@@ -1,7 +1,7 @@
 //! [`post`]: appending a message to a scope (live mode), above the physical high-water marks.
 
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Acquire as _, PgConnection};
 
 use crate::error::{DbContext, RewindError};
 use crate::realtime::RealtimeEvent;
@@ -51,8 +51,11 @@ pub struct Posted {
 ///
 /// The seq is one above the scope's `latest_seq` high-water mark and the global seq one above the
 /// workspace's, so a message after a rewind never reuses a rewound seq.
-pub async fn post(pool: &PgPool, message: &NewMessage) -> Result<Option<Posted>, RewindError> {
-    let mut tx = pool.begin().await.db("beginning the post transaction")?;
+pub async fn post(
+    conn: &mut PgConnection,
+    message: &NewMessage,
+) -> Result<Option<Posted>, RewindError> {
+    let mut tx = conn.begin().await.db("beginning the post transaction")?;
     let posted = post_in(&mut tx, message).await?;
     if posted.is_some() {
         tx.commit().await.db("committing the post")?;

@@ -9,7 +9,7 @@
 //! - Sync pages hold visible messages only: a rewind never produces a tombstone page; clients
 //!   learn of it through `conversation:rewound` and refetch.
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::{DbContext, RewindError};
 use crate::sql::MESSAGE_NOT_REWOUND_SQL;
@@ -87,20 +87,24 @@ pub async fn read_state(
 }
 
 /// Whether human `user_id` is a member of `scope_id` (message sync serves members only).
-pub async fn is_member(pool: &PgPool, scope_id: &str, user_id: &str) -> Result<bool, RewindError> {
+pub async fn is_member(
+    conn: &mut PgConnection,
+    scope_id: &str,
+    user_id: &str,
+) -> Result<bool, RewindError> {
     sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM scope_memberships WHERE scope_id = $1 AND user_id = $2)",
     )
     .bind(scope_id)
     .bind(user_id)
-    .fetch_one(pool)
+    .fetch_one(conn)
     .await
     .db("checking membership")
 }
 
 /// Up to `limit` visible messages of `scope_id` after seq `after_seq`.
 pub async fn sync_messages(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     scope_id: &str,
     after_seq: i64,
     limit: i64,
@@ -115,7 +119,7 @@ pub async fn sync_messages(
         .bind(scope_id)
         .bind(after_seq)
         .bind(limit + 1)
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await
         .db("syncing messages")?;
     let has_more = rows.len() as i64 > limit;

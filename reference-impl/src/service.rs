@@ -100,9 +100,13 @@ impl Rewinder {
         self
     }
 
-    /// Appends a message (live mode) and publishes its `message.created`.
-    pub async fn post_message(&self, message: &NewMessage) -> Result<Option<Posted>, RewindError> {
-        let posted = messages::post(&self.pool, message).await?;
+    /// Appends a message (live mode) on `conn` and publishes its `message.created`.
+    pub async fn post_message(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        message: &NewMessage,
+    ) -> Result<Option<Posted>, RewindError> {
+        let posted = messages::post(conn, message).await?;
         if let Some(posted) = &posted {
             self.sink.publish(messages::created_event(message, posted));
         }

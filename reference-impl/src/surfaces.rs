@@ -12,7 +12,7 @@
 //! existed; a recalled one stays a placeholder with no content.
 
 use serde_json::{json, Value};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::{DbContext, RewindError};
 use crate::sql::MESSAGE_NOT_REWOUND_SQL;
@@ -109,18 +109,21 @@ fn required<'a>(
 /// Answers one read: a surface's answer, not found, or a rejection; an error only when the
 /// database fails.
 pub async fn read(pool: &PgPool, request: &ReadRequest) -> Result<ReadAnswer, RewindError> {
-    match answer(pool, request).await {
+    // One connection for the read's statements: handing one back and asking for the next at
+    // once would open another.
+    let mut conn = pool.acquire().await.db("acquiring a connection")?;
+    match answer(&mut conn, request).await {
         Ok(answer) | Err(Stop::Answer(answer)) => Ok(answer),
         Err(Stop::Failed(e)) => Err(e),
     }
 }
 
-async fn answer(pool: &PgPool, request: &ReadRequest) -> Answer {
+async fn answer(conn: &mut PgConnection, request: &ReadRequest) -> Answer {
     let scope = request.scope_id.as_str();
     let row: Option<(String, Option<String>)> =
         sqlx::query_as("SELECT kind, parent_scope_id FROM scopes WHERE id = $1")
             .bind(scope)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await
             .db("reading the scope")?;
     let Some((scope_kind, parent_scope)) = row else {
@@ -129,7 +132,7 @@ async fn answer(pool: &PgPool, request: &ReadRequest) -> Answer {
             format!("scope `{scope}` does not exist"),
         ));
     };
-    check_member(pool, scope, parent_scope.as_deref(), &request.reader).await?;
+    check_member(conn, scope, parent_scope.as_deref(), &request.reader).await?;
     let limit = match request.limit {
         None => DEFAULT_LIMIT,
         Some(n) if (1..=MAX_LIMIT).contains(&n) => n,
@@ -143,32 +146,32 @@ async fn answer(pool: &PgPool, request: &ReadRequest) -> Answer {
     let surface = request.surface;
     let message_id = || required(&request.message_id, "messageId", surface);
     match surface {
-        ReadSurface::History => history(pool, scope, request.cursor.as_deref(), limit).await,
-        ReadSurface::Message => by_id(pool, scope, message_id()?).await,
+        ReadSurface::History => history(conn, scope, request.cursor.as_deref(), limit).await,
+        ReadSurface::Message => by_id(conn, scope, message_id()?).await,
         ReadSurface::Search => {
-            search(pool, scope, required(&request.query, "query", surface)?).await
+            search(conn, scope, required(&request.query, "query", surface)?).await
         }
-        ReadSurface::Receive => receive(pool, scope, &request.reader).await,
-        ReadSurface::RootContext => root_context(pool, scope, &scope_kind).await,
-        ReadSurface::SourceContext => source_context(pool, scope, message_id()?).await,
-        ReadSurface::ShareCards => share_cards(pool, scope).await,
-        ReadSurface::Pins => pins(pool, scope).await,
-        ReadSurface::Reactions => reactions(pool, scope, message_id()?).await,
+        ReadSurface::Receive => receive(conn, scope, &request.reader).await,
+        ReadSurface::RootContext => root_context(conn, scope, &scope_kind).await,
+        ReadSurface::SourceContext => source_context(conn, scope, message_id()?).await,
+        ReadSurface::ShareCards => share_cards(conn, scope).await,
+        ReadSurface::Pins => pins(conn, scope).await,
+        ReadSurface::Reactions => reactions(conn, scope, message_id()?).await,
         ReadSurface::Attachment | ReadSurface::AttachmentDownload => {
             let id = required(&request.attachment_id, "attachmentId", surface)?;
-            attachment(pool, scope, id, surface == ReadSurface::AttachmentDownload).await
+            attachment(conn, scope, id, surface == ReadSurface::AttachmentDownload).await
         }
-        ReadSurface::Diagnostics => diagnostics(pool, scope, message_id()?).await,
-        ReadSurface::DiagnosticsPreview => diagnostics_preview(pool, scope).await,
-        ReadSurface::Stream => stream(pool, scope, request.cursor.as_deref(), limit).await,
-        ReadSurface::ConversationIndex => conversation_index(pool, scope, &request.reader).await,
+        ReadSurface::Diagnostics => diagnostics(conn, scope, message_id()?).await,
+        ReadSurface::DiagnosticsPreview => diagnostics_preview(conn, scope).await,
+        ReadSurface::Stream => stream(conn, scope, request.cursor.as_deref(), limit).await,
+        ReadSurface::ConversationIndex => conversation_index(conn, scope, &request.reader).await,
     }
 }
 
 /// The reader must be a member of the scope, or, for a reply thread, of the scope it forks
 /// from (a thread is read by its channel's members).
 async fn check_member(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     scope: &str,
     parent_scope: Option<&str>,
     reader: &Actor,
@@ -191,7 +194,7 @@ async fn check_member(
         .bind(id)
         .bind(scope)
         .bind(parent_scope)
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await
         .db("checking the reader's membership")?;
     if member {
@@ -205,7 +208,11 @@ async fn check_member(
 }
 
 /// One readable message of `scope`, or not found.
-async fn readable_message(pool: &PgPool, scope: &str, id: &str) -> Result<ReadMessage, Stop> {
+async fn readable_message(
+    conn: &mut PgConnection,
+    scope: &str,
+    id: &str,
+) -> Result<ReadMessage, Stop> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.id = $1 AND r.scope_id = $2",
         readable()
@@ -213,7 +220,7 @@ async fn readable_message(pool: &PgPool, scope: &str, id: &str) -> Result<ReadMe
     let row: Option<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .bind(scope)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *conn)
         .await
         .db("reading a message")?;
     row.map(message)
@@ -221,10 +228,14 @@ async fn readable_message(pool: &PgPool, scope: &str, id: &str) -> Result<ReadMe
 }
 
 /// Rows of `sql`, which selects [`MESSAGE_COLUMNS`] from the gate, bound to `scope`.
-async fn messages_of(pool: &PgPool, sql: String, scope: &str) -> Result<Vec<ReadMessage>, Stop> {
+async fn messages_of(
+    conn: &mut PgConnection,
+    sql: String,
+    scope: &str,
+) -> Result<Vec<ReadMessage>, Stop> {
     let rows: Vec<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(scope)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await
         .db("reading messages")?;
     Ok(rows.into_iter().map(message).collect())
@@ -246,7 +257,7 @@ fn parse_cursor(cursor: Option<&str>, prefix: &str, scope: &str) -> Result<i64, 
         })
 }
 
-async fn history(pool: &PgPool, scope: &str, cursor: Option<&str>, limit: i64) -> Answer {
+async fn history(conn: &mut PgConnection, scope: &str, cursor: Option<&str>, limit: i64) -> Answer {
     let after = parse_cursor(cursor, "history", scope)?;
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.scope_id = $1 AND r.seq > {after} \
@@ -254,16 +265,16 @@ async fn history(pool: &PgPool, scope: &str, cursor: Option<&str>, limit: i64) -
         readable(),
         limit + 1
     );
-    let mut messages = messages_of(pool, sql, scope).await?;
+    let mut messages = messages_of(conn, sql, scope).await?;
     let more = messages.len() as i64 > limit;
     messages.truncate(limit as usize);
     let next = more.then(|| format!("history:{}", messages.last().map_or(after, |m| m.seq)));
     found(messages, Vec::new(), next)
 }
 
-async fn by_id(pool: &PgPool, scope: &str, id: &str) -> Answer {
+async fn by_id(conn: &mut PgConnection, scope: &str, id: &str) -> Answer {
     found(
-        vec![readable_message(pool, scope, id).await?],
+        vec![readable_message(conn, scope, id).await?],
         Vec::new(),
         None,
     )
@@ -271,7 +282,7 @@ async fn by_id(pool: &PgPool, scope: &str, id: &str) -> Answer {
 
 /// Search reads the search documents (the index) for candidates, and the gate for what to show:
 /// a document left behind by a rewound message finds nothing.
-async fn search(pool: &PgPool, scope: &str, query: &str) -> Answer {
+async fn search(conn: &mut PgConnection, scope: &str, query: &str) -> Answer {
     let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
     if words.is_empty() {
         return Err(rejected(
@@ -290,14 +301,14 @@ async fn search(pool: &PgPool, scope: &str, query: &str) -> Answer {
     let rows: Vec<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(scope)
         .bind(&words)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await
         .db("searching")?;
     found(rows.into_iter().map(message).collect(), Vec::new(), None)
 }
 
 /// What the reader receives: visible messages after its read position that it did not write.
-async fn receive(pool: &PgPool, scope: &str, reader: &Actor) -> Answer {
+async fn receive(conn: &mut PgConnection, scope: &str, reader: &Actor) -> Answer {
     let (column, author_column, id) = match reader {
         Actor::Human(id) => ("user_id", "author_user_id", id),
         Actor::Agent(id) => ("agent_id", "author_agent_id", id),
@@ -320,14 +331,14 @@ async fn receive(pool: &PgPool, scope: &str, reader: &Actor) -> Answer {
     let rows: Vec<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(scope)
         .bind(id)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await
         .db("receiving")?;
     found(rows.into_iter().map(message).collect(), Vec::new(), None)
 }
 
 /// The root of a reply thread: the message it forks from, when that is readable.
-async fn root_context(pool: &PgPool, scope: &str, kind: &str) -> Answer {
+async fn root_context(conn: &mut PgConnection, scope: &str, kind: &str) -> Answer {
     if kind != "reply_thread" {
         return found(Vec::new(), Vec::new(), None);
     }
@@ -336,13 +347,13 @@ async fn root_context(pool: &PgPool, scope: &str, kind: &str) -> Answer {
          WHERE s.id = $1",
         readable()
     );
-    found(messages_of(pool, sql, scope).await?, Vec::new(), None)
+    found(messages_of(conn, sql, scope).await?, Vec::new(), None)
 }
 
 /// The messages a readable message cites, each through the gate (the citing message must be
 /// readable itself).
-async fn source_context(pool: &PgPool, scope: &str, id: &str) -> Answer {
-    let citing = readable_message(pool, scope, id).await?;
+async fn source_context(conn: &mut PgConnection, scope: &str, id: &str) -> Answer {
+    let citing = readable_message(conn, scope, id).await?;
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, src.id FROM scope_message_sources src \
          JOIN {} r ON r.id = src.source_message_id \
@@ -352,7 +363,7 @@ async fn source_context(pool: &PgPool, scope: &str, id: &str) -> Answer {
     let rows: Vec<(String, String, i64, String, bool, String)> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id)
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await
             .db("reading sources")?;
     let records = rows
@@ -366,7 +377,7 @@ async fn source_context(pool: &PgPool, scope: &str, id: &str) -> Answer {
     found(sources, records, None)
 }
 
-async fn share_cards(pool: &PgPool, scope: &str) -> Answer {
+async fn share_cards(conn: &mut PgConnection, scope: &str) -> Answer {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, c.id, c.action_state FROM scope_share_cards c \
          JOIN {} r ON r.id = c.message_id \
@@ -376,7 +387,7 @@ async fn share_cards(pool: &PgPool, scope: &str) -> Answer {
     let rows: Vec<(String, String, i64, String, bool, String, Value)> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(scope)
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await
             .db("reading share cards")?;
     let records = rows
@@ -390,23 +401,23 @@ async fn share_cards(pool: &PgPool, scope: &str) -> Answer {
     found(messages, records, None)
 }
 
-async fn pins(pool: &PgPool, scope: &str) -> Answer {
+async fn pins(conn: &mut PgConnection, scope: &str) -> Answer {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM scope_message_pins p JOIN {} r ON r.id = p.message_id \
          WHERE p.scope_id = $1 ORDER BY r.seq",
         readable()
     );
-    found(messages_of(pool, sql, scope).await?, Vec::new(), None)
+    found(messages_of(conn, sql, scope).await?, Vec::new(), None)
 }
 
-async fn reactions(pool: &PgPool, scope: &str, id: &str) -> Answer {
-    let reacted = readable_message(pool, scope, id).await?;
+async fn reactions(conn: &mut PgConnection, scope: &str, id: &str) -> Answer {
+    let reacted = readable_message(conn, scope, id).await?;
     let rows: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT reactor_kind, reactor_id, emoji FROM scope_message_reactions \
          WHERE message_id = $1 ORDER BY created_at, reactor_id, emoji",
     )
     .bind(id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await
     .db("reading reactions")?;
     let records = rows
@@ -420,7 +431,7 @@ async fn reactions(pool: &PgPool, scope: &str, id: &str) -> Answer {
 
 /// The read-check (and download) of an attachment: a message attachment exists only while its
 /// message is readable; task and upload attachments belong to no message.
-async fn attachment(pool: &PgPool, scope: &str, id: &str, download: bool) -> Answer {
+async fn attachment(conn: &mut PgConnection, scope: &str, id: &str, download: bool) -> Answer {
     /// owner kind, scope, message, file name, content type, size, storage key
     type AttachmentRow = (
         String,
@@ -436,7 +447,7 @@ async fn attachment(pool: &PgPool, scope: &str, id: &str, download: bool) -> Ans
                     storage_key FROM attachments WHERE id = $1",
     )
     .bind(id)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await
     .db("reading the attachment")?;
     let missing = || not_found(format!("no attachment `{id}` in scope `{scope}`"));
@@ -445,7 +456,7 @@ async fn attachment(pool: &PgPool, scope: &str, id: &str, download: bool) -> Ans
     let mut messages = Vec::new();
     match message_id {
         Some(message_id) => {
-            let owner_message = readable_message(pool, scope, &message_id)
+            let owner_message = readable_message(conn, scope, &message_id)
                 .await
                 .map_err(|_| missing())?;
             messages.push(owner_message);
@@ -468,14 +479,14 @@ async fn attachment(pool: &PgPool, scope: &str, id: &str, download: bool) -> Ans
 
 /// Delivery diagnostics start from the readable transcript row; only then are the message's
 /// deliveries read, and never used to reconstruct a message the gate does not show.
-async fn diagnostics(pool: &PgPool, scope: &str, id: &str) -> Answer {
-    let diagnosed = readable_message(pool, scope, id).await?;
+async fn diagnostics(conn: &mut PgConnection, scope: &str, id: &str) -> Answer {
+    let diagnosed = readable_message(conn, scope, id).await?;
     let rows: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT recipient_kind, recipient_id, status FROM scope_fanout_outbox \
          WHERE message_id = $1 ORDER BY id",
     )
     .bind(id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await
     .db("reading deliveries")?;
     let records = rows
@@ -489,7 +500,7 @@ async fn diagnostics(pool: &PgPool, scope: &str, id: &str) -> Answer {
 
 /// The diagnostics preview: the scope's latest readable messages, each with its delivery
 /// counts by status.
-async fn diagnostics_preview(pool: &PgPool, scope: &str) -> Answer {
+async fn diagnostics_preview(conn: &mut PgConnection, scope: &str) -> Answer {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, \
                 coalesce((SELECT jsonb_object_agg(status, n) FROM \
@@ -501,7 +512,7 @@ async fn diagnostics_preview(pool: &PgPool, scope: &str) -> Answer {
     let mut rows: Vec<(String, String, i64, String, bool, Value)> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(scope)
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await
             .db("reading the diagnostics preview")?;
     rows.reverse();
@@ -518,7 +529,7 @@ async fn diagnostics_preview(pool: &PgPool, scope: &str) -> Answer {
 
 /// Durable stream replay: the scope's events in order; an event about a message is replayed
 /// only while the message is readable.
-async fn stream(pool: &PgPool, scope: &str, cursor: Option<&str>, limit: i64) -> Answer {
+async fn stream(conn: &mut PgConnection, scope: &str, cursor: Option<&str>, limit: i64) -> Answer {
     let after = parse_cursor(cursor, "stream", scope)?;
     let sql = format!(
         "SELECT e.id, e.event_type, e.message_id, e.payload_json, {MESSAGE_COLUMNS} \
@@ -541,7 +552,7 @@ async fn stream(pool: &PgPool, scope: &str, cursor: Option<&str>, limit: i64) ->
     );
     let mut rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(scope)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await
         .db("replaying the stream")?;
     let more = rows.len() as i64 > limit;
@@ -565,12 +576,12 @@ async fn stream(pool: &PgPool, scope: &str, cursor: Option<&str>, limit: i64) ->
 
 /// The reader's conversation-index entry: the last message is the scope's readable tail, so a
 /// stored entry that still names a rewound message (or a stale preview) is never served.
-async fn conversation_index(pool: &PgPool, scope: &str, reader: &Actor) -> Answer {
+async fn conversation_index(conn: &mut PgConnection, scope: &str, reader: &Actor) -> Answer {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.scope_id = $1 ORDER BY r.seq DESC LIMIT 1",
         readable()
     );
-    let last = messages_of(pool, sql, scope).await?;
+    let last = messages_of(conn, sql, scope).await?;
     let reader = match reader {
         Actor::Human(id) | Actor::Agent(id) => id.as_str(),
         Actor::System => "",
