@@ -57,13 +57,13 @@ CLIENT = "client/rewind-client.js"
 # The readable gate left out, for the read-surface breakages: `ungated_message` reads one message
 # of a scope whatever its lifecycle (a surface's own query is ungated in place).
 UNGATED_MESSAGE_DEF = [("/// One readable message of `scope`, or not found.\n",
-                        "async fn ungated_message(pool: &PgPool, scope: &str, id: &str) -> Result<ReadMessage, Stop> {\n"
+                        "async fn ungated_message(conn: &mut PgConnection, scope: &str, id: &str) -> Result<ReadMessage, Stop> {\n"
                         "    let sql = format!(\n"
                         "        \"SELECT {MESSAGE_COLUMNS} FROM {} r WHERE r.id = $1 AND r.scope_id = $2\",\n"
                         "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n"
                         "    );\n"
                         "    let row: Option<MessageRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))\n"
-                        "        .bind(id)\n        .bind(scope)\n        .fetch_optional(pool)\n        .await\n"
+                        "        .bind(id)\n        .bind(scope)\n        .fetch_optional(&mut *conn)\n        .await\n"
                         "        .db(\"reading a message\")?;\n"
                         "    row.map(message).ok_or_else(|| not_found(format!(\"no message `{id}`\")))\n"
                         "}\n\n"
@@ -329,10 +329,10 @@ MUTATIONS = [
        "SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE NOWAIT\")")],
      "@rule:conc.lock-stats-read-state"),
     ("refusal-publishes-invalidation", SERVICE,
-     [("        let (plan, targets, operation_id) = match self.plan_and_begin(command).await {\n",
+     [("        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {\n",
        "        self.sink.publish(crate::realtime::RealtimeEvent { name: \"conversation:rewound\".into(), "
        "scope_id: command.scope_id.clone(), payload: serde_json::json!({}) });\n"
-       "        let (plan, targets, operation_id) = match self.plan_and_begin(command).await {\n")],
+       "        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {\n")],
      "@rule:realtime.failure-specific-errors"),
     ("seq-from-visible-count", MESSAGES,
      [("SELECT workspace_id, latest_seq, archived_at IS NOT NULL FROM scopes WHERE id = $1",
@@ -377,8 +377,8 @@ MUTATIONS = [
      [("        self.restore_runtimes(&operation_id, &targets).await?;\n", "")],
      "@rule:sem.runtime-restore-first or @rule:runtime.restore-verify"),
     ("apply-before-restore", SERVICE,
-     [('        self.restore_runtimes(&operation_id, &targets).await?;\n        match self.apply_and_announce(&plan, &operation_id).await {',
-       '        let applied = self.apply_and_announce(&plan, &operation_id).await;\n        self.restore_runtimes(&operation_id, &targets).await?;\n        match applied {')],
+     [('        self.restore_runtimes(&operation_id, &targets).await?;\n        match self.apply_and_announce(&plan, &operation_id, conn).await {',
+       '        let applied = self.apply_and_announce(&plan, &operation_id, conn).await;\n        self.restore_runtimes(&operation_id, &targets).await?;\n        match applied {')],
      "@rule:runtime.apply-after-all-restores"),
     ("repair-recorded-as-failed", SERVICE,
      [("                    OperationStatus::RepairRequired,\n                    err.code_for(self.variant),",
@@ -535,8 +535,8 @@ MUTATIONS = [
        "DELETE FROM message_recovery_points WHERE false AND agent_id = $1")],
      "@rule:runtime.codex-gc-noop"),
     ("invalidation-published-before-commit", SERVICE,
-     [('        match self.apply_and_announce(&plan, &operation_id).await {',
-       '        realtime::publish_rewound(self.sink.as_ref(), &plan, &operation_id, self.variant);\n        match self.apply_and_announce(&plan, &operation_id).await {'),
+     [('        match self.apply_and_announce(&plan, &operation_id, conn).await {',
+       '        realtime::publish_rewound(self.sink.as_ref(), &plan, &operation_id, self.variant);\n        match self.apply_and_announce(&plan, &operation_id, conn).await {'),
       (REALTIME, '    publish_rewound(sink, plan, operation_id, Variant::Recommended);\n', '')],
      "@rule:realtime.post-commit"),
     ("only-latest-notice-not-unread", READS,
@@ -580,7 +580,7 @@ MUTATIONS = [
      [("let reacted = readable_message(", "let reacted = ungated_message(")] + UNGATED_MESSAGE_DEF,
      "@reads and @rule:surface.projections-not-authority"),
     ("by-id-ungated", SURFACES,
-     [("        vec![readable_message(pool, scope, id).await?],", "        vec![ungated_message(pool, scope, id).await?],")]
+     [("        vec![readable_message(conn, scope, id).await?],", "        vec![ungated_message(conn, scope, id).await?],")]
      + UNGATED_MESSAGE_DEF,
      "@reads and @rule:surface.lifecycle-gate-reread"),
     ("attachment-ungated", SURFACES,
@@ -767,8 +767,8 @@ MUTATIONS = [
     # The conversation index answers the scope's physical last row, a tombstone in a cascaded
     # thread (after a rewind of the scope itself it is the notice, which is also the readable tail).
     ("conversation-index-physical-tail", SURFACES,
-     [("        readable()\n    );\n    let last = messages_of(pool, sql, scope).await?;",
-       "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n    );\n    let last = messages_of(pool, sql, scope).await?;")],
+     [("        readable()\n    );\n    let last = messages_of(conn, sql, scope).await?;",
+       "        readable().replace(MESSAGE_NOT_REWOUND_SQL, \"true\")\n    );\n    let last = messages_of(conn, sql, scope).await?;")],
      "@reads and @rule:surface.stale-reference-no-revival"),
     # Database faults: the operation must say what happened, and nothing be half-applied.
     # A database error ends the rewind without recording the failure: `preparing` forever.
@@ -798,7 +798,7 @@ MUTATIONS = [
      [("    if find(&value, &mut path) {", "    if false && find(&value, &mut path) {")],
      "@contract"),
     ("send-unchecked", DRIVER,
-     [("        self.check_author_and_scope(&message.actor, &message.scope_id)\n            .await?;\n", "")],
+     [("        self.check_author_and_scope(&mut conn, &message.actor, &message.scope_id)\n            .await?;\n", "")],
      "@contract"),
     # Missed by every hand-written scenario (none rewinds over a recalled placeholder), caught
     # by the generated cases and the spec model: a recalled message in the suffix stays a
