@@ -329,10 +329,10 @@ MUTATIONS = [
        "SELECT id FROM scopes WHERE id = ANY($1) ORDER BY id FOR UPDATE NOWAIT\")")],
      "@rule:conc.lock-stats-read-state"),
     ("refusal-publishes-invalidation", SERVICE,
-     [("        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {\n",
+     [("        let Prepared {\n",
        "        self.sink.publish(crate::realtime::RealtimeEvent { name: \"conversation:rewound\".into(), "
        "scope_id: command.scope_id.clone(), payload: serde_json::json!({}) });\n"
-       "        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {\n")],
+       "        let Prepared {\n")],
      "@rule:realtime.failure-specific-errors"),
     ("seq-from-visible-count", MESSAGES,
      [("SELECT workspace_id, latest_seq, archived_at IS NOT NULL FROM scopes WHERE id = $1",

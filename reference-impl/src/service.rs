@@ -59,6 +59,14 @@ pub struct Rewinder {
     variant: Variant,
 }
 
+/// A planned rewind with its `preparing` operation recorded, and the connection that did it.
+struct Prepared {
+    plan: RewindPlan,
+    targets: Vec<RestoreTarget>,
+    operation_id: String,
+    conn: PoolConnection<Postgres>,
+}
+
 impl Rewinder {
     /// A rewinder working on the spec schema behind `pool`, publishing realtime events to `sink`.
     pub fn new(pool: PgPool, sink: Arc<dyn RealtimeSink>) -> Self {
@@ -172,18 +180,18 @@ impl Rewinder {
     /// related agents, validate them, record the operation, restore and verify every runtime,
     /// and only then apply.
     pub async fn rewind(&self, command: &RewindCommand) -> Result<RewindOutcome, RewindError> {
-        let (plan, targets, operation_id, conn) = match self.plan_and_begin(command).await {
+        let Prepared {
+            plan,
+            targets,
+            operation_id,
+            conn,
+        } = match self.plan_and_begin(command).await {
             Ok(prepared) => prepared,
             Err(err) => return Err(self.record_refusal(command, err).await),
         };
         // With no runtime to restore the apply follows at once, on the plan's connection. A
         // restore may take long, and no connection is held across it.
-        let conn = if targets.is_empty() {
-            Some(conn)
-        } else {
-            drop(conn);
-            None
-        };
+        let conn = targets.is_empty().then_some(conn);
         self.restore_runtimes(&operation_id, &targets).await?;
         match self.apply_and_announce(&plan, &operation_id, conn).await {
             Ok(Applied {
@@ -255,25 +263,13 @@ impl Rewinder {
     }
 
     /// Plans the rewind, validates the related agents and records the `preparing` operation.
-    /// Returns the connection it did that on, too.
     ///
     /// [`Variant::Recommended`] plans on plain reads and lets the apply take the scope's row
     /// lock. [`Variant::Alternative`] takes that lock (`SELECT ... FOR UPDATE` on the primary
     /// scope's `scopes` row) first and plans and records `preparing` in the same transaction:
     /// while someone else holds the lock it waits before any `preparing` row exists, and it plans
     /// on what was committed meanwhile. The apply re-locks and re-validates either way.
-    async fn plan_and_begin(
-        &self,
-        command: &RewindCommand,
-    ) -> Result<
-        (
-            RewindPlan,
-            Vec<RestoreTarget>,
-            String,
-            PoolConnection<Postgres>,
-        ),
-        RewindError,
-    > {
+    async fn plan_and_begin(&self, command: &RewindCommand) -> Result<Prepared, RewindError> {
         let Actor::Human(initiator) = &command.actor else {
             return Err(RewindError::refused(crate::SpecError::InitiatorNotHuman));
         };
@@ -282,7 +278,12 @@ impl Rewinder {
                 let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
                 let (plan, targets) = self.plan(&mut conn, initiator, command).await?;
                 let operation_id = lifecycle::begin(&mut conn, &plan).await?;
-                Ok((plan, targets, operation_id, conn))
+                Ok(Prepared {
+                    plan,
+                    targets,
+                    operation_id,
+                    conn,
+                })
             }
             Variant::Alternative => {
                 let mut conn = self.pool.acquire().await.db("acquiring a connection")?;
@@ -295,7 +296,12 @@ impl Rewinder {
                 let (plan, targets) = self.plan(&mut tx, initiator, command).await?;
                 let operation_id = lifecycle::begin(&mut tx, &plan).await?;
                 tx.commit().await.db("committing the plan transaction")?;
-                Ok((plan, targets, operation_id, conn))
+                Ok(Prepared {
+                    plan,
+                    targets,
+                    operation_id,
+                    conn,
+                })
             }
         }
     }
