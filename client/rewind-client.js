@@ -60,9 +60,13 @@ class RewindClient {
   async start() {
     this.renderShell();
     await this.connect();
+    // The cursor the page resumes from is the one it had before the surfaces were fetched: a
+    // live message merged while they load may be replaced by the conversation's answer, so the
+    // first sync must not start after it.
+    const from = this.cursor;
     await this.refreshAll();
     // Mounted once the surfaces are shown; message sync goes on in the background.
-    this.sync();
+    this.sync(from);
   }
 
   // ---- realtime ------------------------------------------------------------------------
@@ -111,6 +115,7 @@ class RewindClient {
   async recover() {
     // 1. A new generation; every outstanding websocket resume belongs to the old one.
     this.generation += 1;
+    const generation = this.generation;
     this.outstanding.clear();
     this.freshQueued = false;
     // 2. No cursor, in memory or persisted; no persisted copy of the rewound transcript.
@@ -122,16 +127,19 @@ class RewindClient {
     this.searchHits = [];
     this.render();
     await this.refreshAll();
-    // 4. A fresh syncGap under the new generation.
-    await this.sync();
+    // 4. A fresh syncGap under the new generation, from no cursor: a live message a resume
+    // merged during the refetch may have been replaced by the conversation's answer, and the
+    // cursor that resume stored points past it.
+    if (generation === this.generation) await this.sync(null);
   }
 
   // ---- message sync --------------------------------------------------------------------
 
-  // HTTP syncGap from the current cursor, then syncMessages while `hasMore`.
-  async sync() {
+  // HTTP syncGap from the given cursor (the current one by default), then syncMessages while
+  // `hasMore`.
+  async sync(from = this.cursor) {
     const generation = this.generation;
-    let page = await this.post("/sync/gap", { scopeId: this.scopeId, cursor: this.cursor });
+    let page = await this.post("/sync/gap", { scopeId: this.scopeId, cursor: from });
     for (;;) {
       if (!page) return;
       if (generation !== this.generation) {

@@ -52,6 +52,21 @@ Feature: The browser client's rewind recovery (spec section 8, client side)
     And no sync request after the rewind carried a cursor from before it
     And the browser keeps no message-sync cursor from before the rewind
 
+  @rule:realtime.client-cursor-rewind-boundary
+  Scenario: a live message synced while the refetched conversation is on its way is still shown when it lands
+    Given the browser shows scope "ch-lanterns" to human "bob"
+    And the network holds every "conversation"
+    When human "alice" rewinds to before message "w-4"
+    Then the rewind completes
+    And the browser requests its first refetch after the rewind
+    When human "alice" sends "Back to the stage plan CANARY-bc-late-09" in scope "ch-lanterns"
+    And the browser has settled
+    And the network passes every "conversation" again
+    And the network releases everything it holds
+    Then the browser shows what the implementation shows
+    And the browser shows the rewind notice and the message sent after the rewind
+    And no sync request after the rewind carried a cursor from before it
+
   @rule:realtime.client-stale-responses-guarded @rule:realtime.client-stale-return-early @rule:realtime.client-stale-queue-fresh-sync
   Scenario: a syncMessages page from before the rewind that arrives after it is ignored, and one fresh sync follows
     Given the browser pages message sync 2 messages at a time

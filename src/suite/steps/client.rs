@@ -259,6 +259,13 @@ async fn releases(
     Ok(())
 }
 
+/// `When the browser has settled`: waits until the page has nothing in flight and has been quiet
+/// for a moment (what the network holds does not count), so what it was sent has been handled.
+#[when("the browser has settled")]
+async fn browser_settled(world: &mut RewindWorld) -> anyhow::Result<()> {
+    session(world)?.settle().await
+}
+
 /// `Then the network holds 1 "sync:resume:response"`: waits for the page to ask for it.
 #[then(regex = r#"^the network holds (\d+) "([^"]+)"$"#)]
 async fn holds_count(world: &mut RewindWorld, count: usize, kind: String) -> anyhow::Result<()> {
