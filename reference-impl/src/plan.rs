@@ -149,6 +149,13 @@ pub async fn prepare(
     guards::check_target(initiator_user_id, &target).map_err(RewindError::refused)?;
 
     let suffix = load_suffix(conn, scope_id, target.seq).await?;
+    // The reads above are separate statements: a rewind of an earlier message (or a parent
+    // channel's cascade) that commits between them leaves a suffix without the target, which
+    // the apply's drift check, comparing against this very list, would not catch. The target
+    // is then rewound, as if it had been read a moment later.
+    if suffix.first().map(|m| m.id.as_str()) != Some(target.id.as_str()) {
+        return Err(RewindError::refused(SpecError::MessageNotFound));
+    }
     guards::check_suffix_hot(&suffix).map_err(RewindError::refused)?;
     guards::check_other_humans(initiator_user_id, &suffix).map_err(RewindError::refused)?;
 
