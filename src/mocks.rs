@@ -515,6 +515,49 @@ impl MockRuntimes {
         Ok(mocks)
     }
 
+    /// Puts the mock runtimes back as [`MockRuntimes::start`] seeded them from `fixture`: the
+    /// OpenCode server stops, every home and working directory (journals included) is written
+    /// anew, and a new server starts when the fixture needs one, on a new port, so the
+    /// implementation must be attached again with [`MockRuntimes::endpoints`]. The chosen
+    /// releases and the delivery witness stay. Mocks only: real runtimes are refused.
+    pub async fn reseed(&mut self, fixture: &Fixture) -> Result<(), MockError> {
+        if self.real.is_some() {
+            return Err(MockError::Real(
+                "real runtimes cannot be seeded again in place".to_owned(),
+            ));
+        }
+        if let Some(pid) = self.opencode.as_ref().and_then(|s| s.pid()) {
+            crate::leftovers::forget_process(self.root.path(), pid);
+        }
+        self.stop().await;
+        for dir in [
+            self.home(MockRuntime::Codex),
+            self.home(MockRuntime::Claude),
+            self.opencode_data_home(),
+            self.claude_cwd(),
+            self.opencode_cwd(),
+        ] {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(format!("removing {}", dir.display()))(e)),
+            }
+        }
+        self.sessions.clear();
+        self.seeded.clear();
+        self.make_homes()?;
+        self.write_opencode_config(true)?;
+        self.seed(fixture)?;
+        if fixture
+            .agents
+            .iter()
+            .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode))
+        {
+            self.start_opencode().await?;
+        }
+        Ok(())
+    }
+
     /// Where this scenario's runtimes keep their state, for the real runtimes.
     fn layout(&self) -> Layout {
         Layout {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use rewind_conformance::fixtures::{load_fixture_dir, seed_fixture, Fixture};
 use rewind_conformance::inspect::DbSnapshot;
-use rewind_conformance::mocks::{MockPrograms, MockRuntime, MockRuntimes};
+use rewind_conformance::mocks::{MockPrograms, MockRuntime, MockRuntimes, SessionView};
 use rewind_conformance::oracle::{consistency, judge, predict, Deployment, State};
 use rewind_conformance::postgres::{
     PostgresChoice, PostgresServer, ScenarioDatabase, TemplateDatabase,
@@ -111,6 +111,8 @@ struct Workbench {
     sequences: Vec<(String, Option<i64>)>,
     /// How many calls the mock runtimes had journaled then.
     journaled: usize,
+    /// What the mock runtimes said of each agent's session then.
+    sessions: Vec<Option<SessionView>>,
 }
 
 impl Run<'_> {
@@ -120,12 +122,12 @@ impl Run<'_> {
     ///
     /// A request that leaves the database exactly as it was cloned (every row of every table the
     /// same: a refusal that wrote nothing) hands the copy, its mocks and its attachment on to the
-    /// next request. So does one that changed rows but made no call to a runtime, once the
-    /// changed tables and the identity sequences are put back and a snapshot shows every row as
-    /// cloned (a fresh database costs a clone, a drop and cold connections; this costs a few
-    /// statements). Any other outcome sends the next request to a fresh copy. Either way each
-    /// request starts from the fixture's rows as seeded and the runtimes as seeded, so no verdict
-    /// depends on another case.
+    /// next request. So does any other outcome, once the changed tables and the identity
+    /// sequences are put back, the mock runtimes (if the case called one) are seeded again, and
+    /// a snapshot shows every row as cloned (a fresh database costs a clone, a drop and cold
+    /// connections; this costs a few statements). When that fails the next request gets a fresh
+    /// copy. Either way each request starts from the fixture's rows as seeded and the runtimes
+    /// as seeded, so no verdict depends on another case.
     async fn cases(
         &self,
         name: &str,
@@ -142,7 +144,7 @@ impl Run<'_> {
             };
             let (judged, now) = self.case(name, &mut current, request).await;
             failures.extend(judged);
-            if now == current.pristine || reset(&mut current, &now).await {
+            if now == current.pristine || self.reset(&mut current, fixture, &now).await {
                 bench = Some(current);
             } else {
                 self.close(current).await;
@@ -175,6 +177,7 @@ impl Run<'_> {
             .await
             .expect("the sequences' positions");
         let journaled = journaled(&mocks);
+        let sessions = sessions(&mocks, fixture).await;
         Workbench {
             db,
             pool,
@@ -184,7 +187,39 @@ impl Run<'_> {
             pristine,
             sequences,
             journaled,
+            sessions,
         }
+    }
+
+    /// Puts `bench` back as it was cloned after the last case changed rows (`now`): every
+    /// changed table is emptied and refilled and the identity sequences are set back; when the
+    /// case called a runtime, the mock runtimes are seeded again from `fixture` and the
+    /// reference is attached to them anew. True when a snapshot then shows every row as cloned;
+    /// false sends the next case to a fresh copy.
+    async fn reset(&self, bench: &mut Workbench, fixture: &Fixture, now: &DbSnapshot) -> bool {
+        if journaled(&bench.mocks) != bench.journaled {
+            let _ = bench.api.detach().await;
+            if bench.mocks.reseed(fixture).await.is_err()
+                || sessions(&bench.mocks, fixture).await != bench.sessions
+            {
+                return false;
+            }
+            match self
+                .sut
+                .attach(&attach_request(&bench.db, &bench.mocks))
+                .await
+            {
+                Ok(api) => bench.api = api,
+                Err(_) => return false,
+            }
+            bench.journaled = journaled(&bench.mocks);
+        }
+        let restored = restore(&mut bench.conn, &bench.pristine, now, &bench.sequences).await;
+        if restored.is_err() {
+            return false;
+        }
+        let (_, again) = state(&mut bench.conn).await;
+        again == bench.pristine
     }
 
     async fn close(&self, bench: Workbench) {
@@ -238,8 +273,18 @@ impl Run<'_> {
     }
 }
 
+/// What the mock runtimes say of each of `fixture`'s agents' sessions (an error reads as
+/// none).
+async fn sessions(mocks: &MockRuntimes, fixture: &Fixture) -> Vec<Option<SessionView>> {
+    let mut out = Vec::new();
+    for agent in &fixture.agents {
+        out.push(mocks.view(&agent.id).await.ok().flatten());
+    }
+    out
+}
+
 /// How many calls the mock runtimes have journaled (a journal that cannot be read counts as
-/// a call, so the bench is not reused).
+/// calls, so the runtimes are seeded again).
 fn journaled(mocks: &MockRuntimes) -> usize {
     [
         MockRuntime::Codex,
@@ -249,22 +294,6 @@ fn journaled(mocks: &MockRuntimes) -> usize {
     .into_iter()
     .map(|runtime| mocks.journal(runtime).map_or(usize::MAX / 4, |j| j.len()))
     .sum()
-}
-
-/// Puts `bench` back as it was cloned when the last case changed rows (`now`) but called no
-/// runtime: every changed table is emptied and refilled, the identity sequences are set back.
-/// True when a snapshot then shows every row as cloned; false sends the next case to a fresh
-/// copy.
-async fn reset(bench: &mut Workbench, now: &DbSnapshot) -> bool {
-    if journaled(&bench.mocks) != bench.journaled {
-        return false;
-    }
-    let restored = restore(&mut bench.conn, &bench.pristine, now, &bench.sequences).await;
-    if restored.is_err() {
-        return false;
-    }
-    let (_, again) = state(&mut bench.conn).await;
-    again == bench.pristine
 }
 
 /// The identity and serial sequences of the public schema, and the value each last gave out
