@@ -435,18 +435,31 @@ impl MockRuntimes {
         mocks.seed(fixture)
     }
 
-    /// Creates every runtime's home and working directory.
-    fn make_homes(&self) -> Result<(), MockError> {
-        for dir in [
+    /// Every runtime's home and working directory.
+    fn state_dirs(&self) -> [PathBuf; 5] {
+        [
             self.home(MockRuntime::Codex),
             self.home(MockRuntime::Claude),
             self.home(MockRuntime::OpenCode),
             self.claude_cwd(),
             self.opencode_cwd(),
-        ] {
+        ]
+    }
+
+    /// Creates every runtime's home and working directory.
+    fn make_homes(&self) -> Result<(), MockError> {
+        for dir in self.state_dirs() {
             std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         }
         Ok(())
+    }
+
+    /// Whether an agent of `fixture` runs on OpenCode (builtin included), so a server is needed.
+    fn needs_opencode(fixture: &Fixture) -> bool {
+        fixture
+            .agents
+            .iter()
+            .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode))
     }
 
     /// Seeds the fixture's runtime sessions into fresh runtime homes and starts an OpenCode
@@ -488,10 +501,7 @@ impl MockRuntimes {
             },
         };
         mocks.make_homes()?;
-        let needs_opencode = fixture
-            .agents
-            .iter()
-            .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode));
+        let needs_opencode = Self::needs_opencode(fixture);
         if let Some(real) = programs.real() {
             let seeds = mocks.real_seeds(fixture)?;
             let layout = mocks.layout();
@@ -530,13 +540,7 @@ impl MockRuntimes {
             crate::leftovers::forget_process(self.root.path(), pid);
         }
         self.stop().await;
-        for dir in [
-            self.home(MockRuntime::Codex),
-            self.home(MockRuntime::Claude),
-            self.opencode_data_home(),
-            self.claude_cwd(),
-            self.opencode_cwd(),
-        ] {
+        for dir in self.state_dirs() {
             match std::fs::remove_dir_all(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -548,11 +552,7 @@ impl MockRuntimes {
         self.make_homes()?;
         self.write_opencode_config(true)?;
         self.seed(fixture)?;
-        if fixture
-            .agents
-            .iter()
-            .any(|a| MockRuntime::for_runtime(&a.runtime) == Some(MockRuntime::OpenCode))
-        {
+        if Self::needs_opencode(fixture) {
             self.start_opencode().await?;
         }
         Ok(())
