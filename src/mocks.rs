@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rewind_mock_runtimes::faults::{FaultKind, FaultPlan, FaultRule};
 use rewind_mock_runtimes::journal::{read_journal, JournalEntry};
@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use crate::fixtures::Fixture;
 use crate::real::scenario::{Layout, RealPrograms, RealScenario, SessionSeed};
+use crate::real::seeds::{Lease, SeedCache};
 use crate::real::SeedTurn;
 use crate::sut::RuntimeEndpoints;
 use crate::witness::{DeliveryWitness, Witnessed};
@@ -195,6 +196,8 @@ pub struct MockPrograms {
     /// Under `--runtimes real`: the real releases the programs stand in front of, as journaling
     /// proxies, and every scenario's sessions are seeded through.
     real: Option<RealPrograms>,
+    /// Under real runtimes on this machine: the sessions seeded so far, per fixture.
+    seeds: Option<Arc<SeedCache>>,
 }
 
 impl MockPrograms {
@@ -216,11 +219,22 @@ impl MockPrograms {
         let bin = dir.keep();
         live(|l| l.dirs.push(bin.clone()));
         refuse_when_stopping(&bin)?;
-        Ok(MockPrograms { bin, real: None })
+        Ok(MockPrograms {
+            bin,
+            real: None,
+            seeds: None,
+        })
     }
 
     /// Runs every scenario on the real releases `real` instead of the mocks.
+    /// Each fixture's sessions are seeded through them once per scenario directory
+    /// ([`SeedCache`]) when they run on this machine, unless `REWIND_REAL_RESEED=1`.
     pub fn with_real(mut self, real: RealPrograms) -> MockPrograms {
+        if SeedCache::wanted(&real.host) {
+            self.seeds = Some(SeedCache::new(|dir| {
+                live(|l| l.dirs.push(dir.to_path_buf()))
+            }));
+        }
         self.real = Some(real);
         self
     }
@@ -233,10 +247,14 @@ impl MockPrograms {
     /// Removes the links and their directory (the run context outlives `main`'s scope, so the
     /// run removes them explicitly when it ends).
     pub fn remove(&self) {
-        live(|l| l.dirs.retain(|d| *d != self.bin));
-        if let Err(e) = std::fs::remove_dir_all(&self.bin) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!("removing {}: {e}", self.bin.display());
+        let seeded = self.seeds.as_ref().map(|s| s.dirs()).unwrap_or_default();
+        for dir in std::iter::once(&self.bin).chain(&seeded) {
+            crate::leftovers::kill_recorded(dir);
+            live(|l| l.dirs.retain(|d| d != dir));
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("removing {}: {e}", dir.display());
+                }
             }
         }
     }
@@ -374,7 +392,6 @@ impl<'f> FixtureSessions<'f> {
 /// directories.
 #[derive(Debug)]
 pub struct MockRuntimes {
-    root: tempfile::TempDir,
     codex_program: PathBuf,
     claude_program: PathBuf,
     opencode_program: PathBuf,
@@ -392,6 +409,26 @@ pub struct MockRuntimes {
     witness: Option<DeliveryWitness>,
     /// Under `--runtimes real`: the real runtimes standing in for the mocks.
     real: Option<RealScenario>,
+    /// Last, so that it goes after every server that writes into it.
+    root: Root,
+}
+
+/// Where a scenario's runtimes keep their state.
+#[derive(Debug)]
+enum Root {
+    /// A directory of its own, removed with it.
+    Own(tempfile::TempDir),
+    /// Under real runtimes on this machine: a slot of the run's [`SeedCache`].
+    Slot(Lease),
+}
+
+impl Root {
+    fn path(&self) -> &Path {
+        match self {
+            Root::Own(dir) => dir.path(),
+            Root::Slot(lease) => lease.path(),
+        }
+    }
 }
 
 /// What a mock's state says about one agent's session now.
@@ -419,7 +456,7 @@ impl MockRuntimes {
             .map_err(io("creating the mock check directory"))?;
         crate::leftovers::claim(root.path()).map_err(io("claiming the mock check directory"))?;
         let mut mocks = MockRuntimes {
-            root,
+            root: Root::Own(root),
             codex_program: PathBuf::new(),
             claude_program: PathBuf::new(),
             opencode_program: PathBuf::new(),
@@ -473,12 +510,24 @@ impl MockRuntimes {
         fixture: &Fixture,
         witness_db: Option<sqlx::PgPool>,
     ) -> Result<MockRuntimes, MockError> {
-        let root = tempfile::Builder::new()
-            .prefix(&format!("rewind-mocks-{}-", std::process::id()))
-            .tempdir()
-            .map_err(io("creating the mock runtime directory"))?;
-        crate::leftovers::claim(root.path()).map_err(io("claiming the mock runtime directory"))?;
-        live(|l| l.dirs.push(root.path().to_path_buf()));
+        let root = match &programs.seeds {
+            Some(cache) => Root::Slot(
+                cache
+                    .lease()
+                    .await
+                    .map_err(|e| MockError::Real(e.to_string()))?,
+            ),
+            None => {
+                let root = tempfile::Builder::new()
+                    .prefix(&format!("rewind-mocks-{}-", std::process::id()))
+                    .tempdir()
+                    .map_err(io("creating the mock runtime directory"))?;
+                crate::leftovers::claim(root.path())
+                    .map_err(io("claiming the mock runtime directory"))?;
+                live(|l| l.dirs.push(root.path().to_path_buf()));
+                Root::Own(root)
+            }
+        };
         refuse_when_stopping(root.path())?;
         let mut mocks = MockRuntimes {
             root,
@@ -504,9 +553,15 @@ impl MockRuntimes {
         let needs_opencode = Self::needs_opencode(fixture);
         if let Some(real) = programs.real() {
             let seeds = mocks.real_seeds(fixture)?;
-            let layout = mocks.layout();
             let witness = mocks.witness.as_ref().map(|w| w.url().to_owned());
-            let scenario = RealScenario::start(real, &layout, &seeds, needs_opencode, witness)
+            let scenario = mocks
+                .start_real(
+                    real,
+                    programs.seeds.as_deref(),
+                    &seeds,
+                    needs_opencode,
+                    witness,
+                )
                 .await
                 .map_err(|e| MockError::Real(e.to_string()))?;
             if let Some(pid) = scenario.opencode_pid() {
@@ -523,6 +578,44 @@ impl MockRuntimes {
             mocks.start_opencode().await?;
         }
         Ok(mocks)
+    }
+
+    /// The real runtimes of the scenario, with `seeds` seeded: copied back from `cache` when this
+    /// slot seeded the same sessions before, else through the runtimes (and then copied aside,
+    /// with no runtime process running, for the slot's next scenario of the fixture).
+    async fn start_real(
+        &self,
+        real: &RealPrograms,
+        cache: Option<&SeedCache>,
+        seeds: &[SessionSeed],
+        needs_opencode: bool,
+        witness: Option<String>,
+    ) -> Result<RealScenario, crate::real::RealError> {
+        let layout = self.layout();
+        let (Some(cache), Root::Slot(lease)) = (cache, &self.root) else {
+            return RealScenario::start(real, &layout, seeds, needs_opencode, witness).await;
+        };
+        let key = format!("opencode server: {needs_opencode}; sessions: {seeds:?}");
+        let kept = cache.restore(lease, &key).await?;
+        let mut scenario = RealScenario::start_seeded(
+            real,
+            &layout,
+            seeds,
+            needs_opencode,
+            witness,
+            kept.as_deref(),
+        )
+        .await?;
+        if kept.is_none() {
+            scenario.stop_opencode().await;
+            cache
+                .keep(lease, &key, scenario.seeded_sessions(seeds))
+                .await?;
+            if needs_opencode {
+                scenario.start_opencode(false).await?;
+            }
+        }
+        Ok(scenario)
     }
 
     /// Puts the mock runtimes back as [`MockRuntimes::start`] seeded them from `fixture`: the
@@ -1374,10 +1467,14 @@ impl MockRuntimes {
 
 impl Drop for MockRuntimes {
     fn drop(&mut self) {
-        let root = self.root.path().to_path_buf();
+        // A slot stays the run's until the run ends.
+        let own = match &self.root {
+            Root::Own(dir) => Some(dir.path().to_path_buf()),
+            Root::Slot(_) => None,
+        };
         let pid = self.opencode.as_ref().and_then(|s| s.pid());
         live(|l| {
-            l.dirs.retain(|d| *d != root);
+            l.dirs.retain(|d| Some(d) != own.as_ref());
             if let Some(pid) = pid {
                 l.pids.retain(|p| *p != pid);
             }

@@ -19,6 +19,7 @@ pub mod install;
 pub mod live_codex;
 pub mod opencode;
 pub mod scenario;
+pub mod seeds;
 
 use std::path::{Path, PathBuf};
 

@@ -128,6 +128,8 @@ pub struct RealScenario {
     to_real: BTreeMap<String, String>,
     /// Real id → fixture id.
     to_fixture: BTreeMap<String, String>,
+    /// Agent → the ids its session was seeded with (fixture ids may repeat across sessions).
+    seeded: BTreeMap<String, super::SeededSession>,
     layout: Layout,
     env: Vec<(String, String)>,
     witness: Option<String>,
@@ -211,6 +213,20 @@ impl RealScenario {
         opencode: bool,
         witness: Option<String>,
     ) -> Result<RealScenario, RealError> {
+        Self::start_seeded(programs, layout, sessions, opencode, witness, None).await
+    }
+
+    /// [`RealScenario::start`], or with `seeded`, when `layout` already holds the state an
+    /// earlier seeding of `sessions` at these same paths left (see [`super::seeds`]): the ids
+    /// that seeding got, one per session, stand for it and no turn is run again.
+    pub async fn start_seeded(
+        programs: &RealPrograms,
+        layout: &Layout,
+        sessions: &[SessionSeed],
+        opencode: bool,
+        witness: Option<String>,
+        seeded: Option<&[super::SeededSession]>,
+    ) -> Result<RealScenario, RealError> {
         let host = programs.host.clone();
         let model_address = host.model_address();
         let responses = bounded(START_LIMIT, "starting the fake Responses API", async {
@@ -285,6 +301,7 @@ impl RealScenario {
             live_codex: None,
             to_real: BTreeMap::new(),
             to_fixture: BTreeMap::new(),
+            seeded: BTreeMap::new(),
             layout: layout.clone(),
             env: env.clone(),
             witness,
@@ -292,6 +309,22 @@ impl RealScenario {
         };
         if opencode {
             scenario.start_opencode(false).await?;
+        }
+        if let Some(seeded) = seeded {
+            if seeded.len() != sessions.len() {
+                return Err(RealError::runtime(
+                    "harness",
+                    format!(
+                        "{} sessions to seed, {} kept from an earlier seeding",
+                        sessions.len(),
+                        seeded.len()
+                    ),
+                ));
+            }
+            for (seed, session) in sessions.iter().zip(seeded) {
+                scenario.record(seed, session.clone())?;
+            }
+            return Ok(scenario);
         }
         // The three runtimes at once, each one's sessions one after another: the runtimes wait
         // on processes and on the fake models far more than they compute, but two processes of
@@ -339,9 +372,7 @@ impl RealScenario {
     /// (Re)starts the OpenCode server, with file snapshots on or off, behind a new proxy.
     pub async fn start_opencode(&mut self, snapshot: bool) -> Result<(), RealError> {
         let layout = self.layout.clone();
-        if let Some((old, _proxy)) = self.opencode.take() {
-            old.stop().await;
-        }
+        self.stop_opencode().await;
         let model_url = self._models[2].base_v1();
         let host = self.programs.host.clone();
         let config = layout.opencode_cwd.join("opencode.json");
@@ -370,6 +401,22 @@ impl RealScenario {
         .await?;
         self.opencode = Some((server, proxy));
         Ok(())
+    }
+
+    /// Stops the OpenCode server, if one runs.
+    pub async fn stop_opencode(&mut self) {
+        if let Some((server, _proxy)) = self.opencode.take() {
+            server.stop().await;
+        }
+    }
+
+    /// The ids each of `sessions` was seeded with (in their order), as
+    /// [`RealScenario::start_seeded`] takes them back.
+    pub fn seeded_sessions(&self, sessions: &[SessionSeed]) -> Vec<super::SeededSession> {
+        sessions
+            .iter()
+            .filter_map(|seed| self.seeded.get(&seed.agent).cloned())
+            .collect()
     }
 
     /// Keeps one codex app-server running for the rest of the scenario: every `codex` program
@@ -434,6 +481,7 @@ impl RealScenario {
                 ),
             ));
         }
+        self.seeded.insert(seed.agent.clone(), seeded.clone());
         let pairs = std::iter::once((seed.session_id.clone(), seeded.session_id))
             .chain(seed.ids.iter().cloned().zip(seeded.ids));
         for (fixture, real) in pairs {
