@@ -310,48 +310,23 @@ impl RealScenario {
         if opencode {
             scenario.start_opencode(false).await?;
         }
-        if let Some(seeded) = seeded {
-            if seeded.len() != sessions.len() {
-                return Err(RealError::runtime(
-                    "harness",
-                    format!(
-                        "{} sessions to seed, {} kept from an earlier seeding",
-                        sessions.len(),
-                        seeded.len()
-                    ),
-                ));
-            }
-            for (seed, session) in sessions.iter().zip(seeded) {
-                scenario.record(seed, session.clone())?;
-            }
-            return Ok(scenario);
-        }
-        // The three runtimes at once, each one's sessions one after another: the runtimes wait
-        // on processes and on the fake models far more than they compute, but two processes of
-        // one runtime starting on one home at the same moment can race on its state (Codex
-        // 0.155 exits at `initialize` when another app-server is creating the same home).
-        let by_runtime = |runtime: &'static str| {
-            let scenario = &scenario;
-            async move {
-                let mut done = Vec::new();
-                for seed in sessions.iter().filter(|s| s.runtime == runtime) {
-                    let what = format!(
-                        "seeding the {runtime} session of agent `{}` ({} turns)",
-                        seed.agent,
-                        seed.turns.len()
-                    );
-                    done.push((seed, bounded(SEED_LIMIT, &what, scenario.seed(seed)).await));
+        match seeded {
+            Some(seeded) => {
+                if seeded.len() != sessions.len() {
+                    return Err(RealError::runtime(
+                        "harness",
+                        format!(
+                            "{} sessions to seed, {} kept from an earlier seeding",
+                            sessions.len(),
+                            seeded.len()
+                        ),
+                    ));
                 }
-                done
+                for (seed, session) in sessions.iter().zip(seeded) {
+                    scenario.record(seed, session.clone())?;
+                }
             }
-        };
-        let (codex, claude, opencode) = tokio::join!(
-            by_runtime("codex"),
-            by_runtime("claude"),
-            by_runtime("opencode")
-        );
-        for (seed, result) in codex.into_iter().chain(claude).chain(opencode) {
-            scenario.record(seed, result?)?;
+            None => scenario.seed_all(sessions).await?,
         }
         // On a second host the claude transcripts are copied to the implementation's side, where
         // the driver protocol says they are; every later run's proxy copies them again.
@@ -444,6 +419,38 @@ impl RealScenario {
     /// The real OpenCode server's process id.
     pub fn opencode_pid(&self) -> Option<u32> {
         self.opencode.as_ref().and_then(|(s, _)| s.pid())
+    }
+
+    /// Seeds `sessions` through the real runtimes and records the ids they chose. The three
+    /// runtimes at once, each one's sessions one after another: the runtimes wait on processes
+    /// and on the fake models far more than they compute, but two processes of one runtime
+    /// starting on one home at the same moment can race on its state (Codex 0.155 exits at
+    /// `initialize` when another app-server is creating the same home).
+    async fn seed_all(&mut self, sessions: &[SessionSeed]) -> Result<(), RealError> {
+        let by_runtime = |runtime: &'static str| {
+            let scenario = &*self;
+            async move {
+                let mut done = Vec::new();
+                for seed in sessions.iter().filter(|s| s.runtime == runtime) {
+                    let what = format!(
+                        "seeding the {runtime} session of agent `{}` ({} turns)",
+                        seed.agent,
+                        seed.turns.len()
+                    );
+                    done.push((seed, bounded(SEED_LIMIT, &what, scenario.seed(seed)).await));
+                }
+                done
+            }
+        };
+        let (codex, claude, opencode) = tokio::join!(
+            by_runtime("codex"),
+            by_runtime("claude"),
+            by_runtime("opencode")
+        );
+        for (seed, result) in codex.into_iter().chain(claude).chain(opencode) {
+            self.record(seed, result?)?;
+        }
+        Ok(())
     }
 
     async fn seed(&self, seed: &SessionSeed) -> Result<super::SeededSession, RealError> {
