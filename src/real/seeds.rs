@@ -183,7 +183,17 @@ impl SeedCache {
             cache: Arc::clone(self),
             root,
         };
+        // The servers the last scenario recorded, then their records (they are gone).
         crate::leftovers::kill_recorded(&lease.root);
+        match std::fs::remove_dir_all(lease.root.join(PIDS_DIR)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io(format!(
+                    "removing {}",
+                    lease.root.join(PIDS_DIR).display()
+                ))(e))
+            }
+            _ => {}
+        }
         for pid in processes_left(&lease.root, Duration::ZERO).await? {
             if let Ok(pid) = libc::pid_t::try_from(pid) {
                 // SAFETY: `kill` has no memory effects; a process that already exited is harmless.
@@ -303,6 +313,9 @@ mod tests {
         // The scenario changes the state after the copy was made.
         std::fs::write(root.join("codex-home/sessions/t.jsonl"), "rolled back").unwrap();
         std::fs::write(root.join("left-behind"), "").unwrap();
+        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        crate::leftovers::record_process(&root, exited.id()).unwrap();
+        exited.wait().unwrap();
         drop(first);
 
         let second = cache.lease().await.unwrap();
@@ -311,6 +324,7 @@ mod tests {
             state_entries(&root).unwrap().is_empty(),
             "a leased slot is empty"
         );
+        assert!(!root.join(PIDS_DIR).exists(), "and lists no process");
         assert_eq!(cache.restore(&second, "fixture b").await.unwrap(), None);
         assert_eq!(
             cache.restore(&second, "fixture a").await.unwrap(),
