@@ -53,7 +53,10 @@ install_end=$(date +%s)
 
 say "step 2: running the tier"
 status=0
-cargo test --features "$cargo_features" --test real_runtimes -- "$@" || status=$?
+# Four tests at a time: they wait on the runtimes' processes and the fake models, about one CPU
+# busy with two (55 s on two cores, 33 s with four, no less with eight).
+RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
+    cargo test --features "$cargo_features" --test real_runtimes -- "$@" || status=$?
 tier_end=$(date +%s)
 
 say "step 3: the real-runtime scenarios through the reference, in process and over HTTP"
@@ -64,9 +67,13 @@ harness=target/debug/rewind-conformance
 mkdir -p target/ci
 # The release gate runs over HTTP below, and in process on a second host in `.ci/run`.
 features=${REWIND_REAL_FEATURES:-features/runtime-recovery.feature}
+# One scenario per CPU: each one's real runtimes keep a CPU busy, and each scenario directory
+# running at once seeds the fixture's sessions through them once (runtime-recovery.feature on
+# two cores: 68 s at -c 2, 71-75 s at 3, 79-81 s at 4, 103 s at 6).
+concurrency=$(nproc)
 for feature in $features; do
     say "  in process: $feature"
-    "$harness" run --runtimes real --suite . --features "$feature" -c 4 \
+    "$harness" run --runtimes real --suite . --features "$feature" -c "$concurrency" \
         --json "target/ci/real-$(basename "$feature" .feature).json" \
         >"target/ci/real-$(basename "$feature" .feature).log" 2>&1 || {
         tail -60 "target/ci/real-$(basename "$feature" .feature).log"; status=1; }
@@ -74,7 +81,7 @@ for feature in $features; do
 done
 say "  over HTTP: features/end-to-end.feature against the reference server"
 ci/run-against-server.sh real-runtimes-http --runtimes real --suite . \
-    --features features/end-to-end.feature -c 4 -- \
+    --features features/end-to-end.feature -c "$concurrency" -- \
     target/debug/rewind-reference-server --listen 127.0.0.1:0 || status=1
 end=$(date +%s)
 
