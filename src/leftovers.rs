@@ -133,12 +133,17 @@ pub fn kill_recorded(dir: &Path) {
             continue;
         };
         if process.alive() {
-            if let Ok(pid) = libc::pid_t::try_from(process.pid) {
-                // SAFETY: `kill` has no memory effects.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
+            kill(process.pid);
+        }
+    }
+}
+
+/// Sends `pid` SIGKILL (nothing happens when it already exited).
+pub fn kill(pid: u32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: `kill` has no memory effects; a pid that already exited is harmless.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
         }
     }
 }

@@ -171,12 +171,7 @@ pub fn stop_all_mocks() {
         (l.removed.clone(), std::mem::take(&mut l.pids))
     });
     for pid in pids {
-        if let Ok(pid) = libc::pid_t::try_from(pid) {
-            // SAFETY: `kill` has no memory effects; a pid that already exited is harmless.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
+        crate::leftovers::kill(pid);
     }
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);

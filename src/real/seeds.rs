@@ -195,12 +195,7 @@ impl SeedCache {
             _ => {}
         }
         for pid in processes_left(&lease.root, Duration::ZERO).await? {
-            if let Ok(pid) = libc::pid_t::try_from(pid) {
-                // SAFETY: `kill` has no memory effects; a process that already exited is harmless.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
+            crate::leftovers::kill(pid);
         }
         let left = processes_left(&lease.root, Duration::from_secs(10)).await?;
         if !left.is_empty() {
