@@ -698,6 +698,31 @@ fn last_call(env: &Env) -> JournalEntry {
         .unwrap()
 }
 
+/// Waits until the journal holds more than `before` calls (other than process starts) and the
+/// last of them is a hang: the run under way has reached its fault.
+fn until_held(env: &Env, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let calls: Vec<JournalEntry> = env
+            .journal()
+            .into_iter()
+            .filter(|e| e.call != "process/start")
+            .collect();
+        if calls.len() > before && calls.last().is_some_and(|e| e.outcome == "fault:hang") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the run never reached its hang");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn calls(env: &Env) -> usize {
+    env.journal()
+        .iter()
+        .filter(|e| e.call != "process/start")
+        .count()
+}
+
 #[test]
 fn restore_faults_answer_as_the_real_cli_fails() {
     let env = Env::new();
@@ -763,8 +788,10 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     env.fault("resume-at", FaultKind::Hang, None);
     let args = restore_args(SESSION, U1);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let before = calls(&env);
     let mut child = env.command(&args).stdin(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    until_held(&env, before);
+    std::thread::sleep(Duration::from_millis(100));
     assert!(child.try_wait().unwrap().is_none(), "a hang never answers");
     child.kill().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -773,8 +800,10 @@ fn restore_faults_answer_as_the_real_cli_fails() {
     assert_eq!(env.uuids(SESSION), chain);
 
     // A held run goes ahead once the fault is lifted, and journals its own outcome too.
+    let before = calls(&env);
     let mut child = env.command(&args).stdin(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    until_held(&env, before);
+    std::thread::sleep(Duration::from_millis(100));
     assert!(child.try_wait().unwrap().is_none(), "a planted hang holds");
     assert_eq!(last_call(&env).outcome, "fault:hang");
     FaultPlan::default()

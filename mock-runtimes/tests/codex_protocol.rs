@@ -534,10 +534,7 @@ fn rollback_is_refused_on_paginated_threads_and_during_a_turn() {
     let home = tempfile::tempdir().unwrap();
     let mut server = Server::start_with(
         home.path(),
-        &[
-            (codex::TURN_MS_ENV, "1500"),
-            (codex::VERSION_ENV, "0.155.1"),
-        ],
+        &[(codex::TURN_MS_ENV, "600"), (codex::VERSION_ENV, "0.155.1")],
     );
     server.handshake(true);
     let paginated = server.ok("thread/start", json!({}));
@@ -1992,7 +1989,7 @@ fn busy_thread_on(version: &str) {
     let home = tempfile::tempdir().unwrap();
     let mut server = Server::start_with(
         home.path(),
-        &[(codex::VERSION_ENV, version), (codex::TURN_MS_ENV, "1500")],
+        &[(codex::VERSION_ENV, version), (codex::TURN_MS_ENV, "700")],
     );
     server.handshake(true);
     let started = server.ok("thread/start", json!({}));
@@ -2033,8 +2030,8 @@ fn busy_thread_on(version: &str) {
     assert_eq!(ends.len(), 1, "{before:?}");
     assert_eq!(ends[0]["params"]["turn"]["id"], slow_id.as_str());
     assert_eq!(ends[0]["params"]["turn"]["status"], "interrupted");
-    // The interrupted turn sends nothing more once its time is up.
-    std::thread::sleep(Duration::from_millis(2000));
+    // The interrupted turn sends nothing more once its time (700 ms from its start) is up.
+    std::thread::sleep(Duration::from_millis(1000));
     let mut late = Vec::new();
     while let Ok(message) = server.recv(Duration::from_millis(100)) {
         late.push(message);

@@ -1220,7 +1220,7 @@ async fn a_running_prompt_makes_revert_and_unrevert_busy() {
     let mock = start_context_only().await;
     let (session, ids) = mock.conversation().await;
     let other = mock.create().await;
-    mock.set_faults(vec![rule(&session, "message", FaultKind::Hang, Some(1500))]);
+    mock.set_faults(vec![rule(&session, "message", FaultKind::Hang, Some(700))]);
     let url = mock.url(&format!("/session/{session}/message"));
     let http = mock.http.clone();
     let running = tokio::spawn(async move {

@@ -1808,7 +1808,7 @@ mod tests {
             let points = Points::default();
             let err = deliver(
                 &fake(&script, &log),
-                Duration::from_millis(1500),
+                Duration::from_millis(800),
                 Some(THREAD),
                 "hello",
                 logging_commit(&points, &log),
