@@ -703,12 +703,7 @@ fn last_call(env: &Env) -> JournalEntry {
 fn until_held(env: &Env, before: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let calls: Vec<JournalEntry> = env
-            .journal()
-            .into_iter()
-            .filter(|e| e.call != "process/start")
-            .collect();
-        if calls.len() > before && calls.last().is_some_and(|e| e.outcome == "fault:hang") {
+        if calls(env) > before && last_call(env).outcome == "fault:hang" {
             return;
         }
         assert!(Instant::now() < deadline, "the run never reached its hang");
