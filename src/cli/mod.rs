@@ -90,6 +90,76 @@ enum Command {
     /// Measure the reference's rewind against a set-based SQL lower bound on generated
     /// conversations, and print the table as Markdown.
     Bench(BenchArgs),
+    /// List the real runtimes' releases `run --runtimes real` starts and where the cache holds
+    /// them; `--install` installs the missing ones (to fill a CI cache ahead of the run).
+    Runtimes(RuntimesArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RuntimesArgs {
+    /// Install every listed release the cache does not hold yet, from the npm registry (needs
+    /// Node.js and npm).
+    #[arg(long)]
+    install: bool,
+    /// Every pinned release, also the older ones the real-runtime tier checks; by default only
+    /// the ones `run --runtimes real` starts.
+    #[arg(long)]
+    all: bool,
+    /// Another release of a runtime, as `run` takes it (`codex=0.171.0`, `claude=latest`,
+    /// `latest`): it replaces the runtime's pinned release (with `--all`, it is listed too).
+    #[arg(long = "runtime-release", value_name = "RUNTIME=VERSION|latest")]
+    runtime_releases: Vec<String>,
+}
+
+/// The `runtimes` command.
+fn runtimes(args: &RuntimesArgs) -> anyhow::Result<Outcome> {
+    use rewind_conformance::real::install::{cache_dir, Release, ALL, PINNED};
+    let mut releases: Vec<Release> = if args.all {
+        ALL.to_vec()
+    } else {
+        PINNED.to_vec()
+    };
+    for value in &args.runtime_releases {
+        let overrides = Release::parse_override(value).map_err(|e| usage(e.to_string()))?;
+        for (runtime, version) in overrides {
+            let pinned = Release::pinned(runtime)
+                .with_context(|| format!("no pinned release of {runtime}"))?;
+            // `latest` asks the registry which version that is (the only step here, besides
+            // `--install`, that needs the network).
+            let release = pinned.at(version).resolve_latest()?;
+            if !args.all {
+                releases.retain(|r| r.name != release.name);
+            }
+            if !releases.contains(&release) {
+                releases.push(release);
+            }
+        }
+    }
+    println!("runtime cache: {}", cache_dir().display());
+    let width = releases.iter().map(|r| r.spec().len()).max().unwrap_or(0);
+    let mut missing = 0;
+    for release in &releases {
+        let program = if args.install {
+            Some(release.program()?)
+        } else {
+            release.cached_program()
+        };
+        match program {
+            Some(program) => println!("{:<width$}  {}", release.spec(), program.display()),
+            None => {
+                missing += 1;
+                println!("{:<width$}  not installed", release.spec());
+            }
+        }
+    }
+    if missing > 0 {
+        println!(
+            "{missing} not installed: `rewind-conformance runtimes --install{}` installs them \
+             (a run with `--runtimes real` installs what it starts before its first scenario)",
+            if args.all { " --all" } else { "" }
+        );
+    }
+    Ok(Outcome::Passed)
 }
 
 #[derive(Debug, clap::Args)]
@@ -209,6 +279,7 @@ pub fn main() -> ExitCode {
         Command::Merge(args) => merge::merge(&args),
         Command::Suite(args) => suite(&args),
         Command::Bench(args) => block_on(bench(args)),
+        Command::Runtimes(args) => runtimes(&args),
         Command::Steps => crate::step_reference::markdown()
             .map_err(anyhow::Error::msg)
             .map(|text| {

@@ -21,6 +21,7 @@ mod guide;
 mod harness_edges;
 mod oracle_reference;
 mod reports;
+mod runtime_cache;
 mod selection;
 mod sharding;
 mod step_reference;
