@@ -60,7 +60,7 @@ RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
     cargo test --features "$cargo_features" --test real_runtimes -- "$@" || status=$?
 tier_end=$(date +%s)
 
-say "step 3: the real-runtime scenarios through the reference, in process and over HTTP"
+say "step 3: the real-runtime scenarios through the reference"
 # No `-p`: shared dependencies' features are then resolved over the workspace's default members,
 # as `cargo test` resolves them, so this reuses that build instead of compiling them again.
 cargo build -q --features "$cargo_features" --bin rewind-conformance --bin rewind-reference-server
