@@ -768,16 +768,7 @@ const REAL_RESTORE_TIMEOUT_MS: u64 = 30_000;
 async fn real_programs(
     overrides: &[String],
 ) -> anyhow::Result<rewind_conformance::real::scenario::RealPrograms> {
-    use rewind_conformance::real::install::Release;
-    let mut releases: Vec<Release> = Vec::new();
-    for value in overrides {
-        for (runtime, version) in Release::parse_override(value)? {
-            let pinned = Release::pinned(runtime)
-                .with_context(|| format!("no pinned release of {runtime}"))?;
-            releases.retain(|r| r.name != pinned.name);
-            releases.push(pinned.at(version));
-        }
-    }
+    let releases = rewind_conformance::real::install::Release::overrides(overrides)?;
     tokio::task::spawn_blocking(move || {
         rewind_conformance::real::scenario::RealPrograms::resolve(&releases)
     })

@@ -119,20 +119,16 @@ fn runtimes(args: &RuntimesArgs) -> anyhow::Result<Outcome> {
     } else {
         PINNED.to_vec()
     };
-    for value in &args.runtime_releases {
-        let overrides = Release::parse_override(value).map_err(|e| usage(e.to_string()))?;
-        for (runtime, version) in overrides {
-            let pinned = Release::pinned(runtime)
-                .with_context(|| format!("no pinned release of {runtime}"))?;
-            // `latest` asks the registry which version that is (the only step here, besides
-            // `--install`, that needs the network).
-            let release = pinned.at(version).resolve_latest()?;
-            if !args.all {
-                releases.retain(|r| r.name != release.name);
-            }
-            if !releases.contains(&release) {
-                releases.push(release);
-            }
+    let overrides = Release::overrides(&args.runtime_releases).map_err(|e| usage(e.to_string()))?;
+    for release in overrides {
+        // `latest` asks the registry which version that is (the only step here, besides
+        // `--install`, that needs the network).
+        let release = release.resolve_latest()?;
+        if !args.all {
+            releases.retain(|r| r.name != release.name);
+        }
+        if !releases.contains(&release) {
+            releases.push(release);
         }
     }
     println!("runtime cache: {}", cache_dir().display());

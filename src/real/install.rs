@@ -229,6 +229,23 @@ impl Release {
         Ok(vec![(canonical, version.to_owned())])
     }
 
+    /// The releases some `--runtime-release` values ask for, one per runtime they name (a later
+    /// value for a runtime replaces an earlier one), each a version of the runtime's pinned
+    /// release (`latest` kept as is, for [`Release::resolve_latest`]).
+    pub fn overrides(values: &[String]) -> Result<Vec<Release>, InstallError> {
+        let mut releases: Vec<Release> = Vec::new();
+        for value in values {
+            for (runtime, version) in Release::parse_override(value)? {
+                let pinned = Release::pinned(runtime).ok_or_else(|| {
+                    InstallError::BadOverride(format!("no pinned release of {runtime}"))
+                })?;
+                releases.retain(|r| r.name != pinned.name);
+                releases.push(pinned.at(version));
+            }
+        }
+        Ok(releases)
+    }
+
     /// This release with a `latest` version replaced by the newest version the npm registry
     /// offers today (`npm view <package> version`); any other version is returned unchanged.
     pub fn resolve_latest(&self) -> Result<Release, InstallError> {
