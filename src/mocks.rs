@@ -447,7 +447,7 @@ impl MockRuntimes {
     pub fn check_sessions(fixture: &Fixture) -> Result<(), MockError> {
         let root = tempfile::Builder::new()
             .prefix(&format!("rewind-mock-check-{}-", std::process::id()))
-            .tempdir()
+            .tempdir_in(crate::leftovers::scratch_place())
             .map_err(io("creating the mock check directory"))?;
         crate::leftovers::claim(root.path()).map_err(io("claiming the mock check directory"))?;
         let mut mocks = MockRuntimes {
@@ -515,7 +515,7 @@ impl MockRuntimes {
             None => {
                 let root = tempfile::Builder::new()
                     .prefix(&format!("rewind-mocks-{}-", std::process::id()))
-                    .tempdir()
+                    .tempdir_in(crate::leftovers::scratch_place())
                     .map_err(io("creating the mock runtime directory"))?;
                 crate::leftovers::claim(root.path())
                     .map_err(io("claiming the mock runtime directory"))?;
