@@ -69,7 +69,7 @@ mkdir -p target/ci
 features=${REWIND_REAL_FEATURES:-features/runtime-recovery.feature}
 # One scenario per CPU: each one's real runtimes keep a CPU busy, and each scenario directory
 # running at once seeds the fixture's sessions through them once (runtime-recovery.feature on
-# two cores: 68 s at -c 2, 71-75 s at 3, 79-81 s at 4, 103 s at 6).
+# two cores: 28 s at -c 2, 32 s at 3, 38 s at 4).
 concurrency=$(nproc)
 for feature in $features; do
     say "  in process: $feature"

@@ -549,7 +549,7 @@ impl MockRuntimes {
         if let Some(real) = programs.real() {
             let seeds = mocks.real_seeds(fixture)?;
             let witness = mocks.witness.as_ref().map(|w| w.url().to_owned());
-            let scenario = mocks
+            let mut scenario = mocks
                 .start_real(
                     real,
                     programs.seeds.as_deref(),
@@ -559,11 +559,16 @@ impl MockRuntimes {
                 )
                 .await
                 .map_err(|e| MockError::Real(e.to_string()))?;
-            if let Some(pid) = scenario.opencode_pid() {
-                live(|l| l.pids.push(pid));
-                crate::leftovers::record_process(mocks.root.path(), pid)
-                    .map_err(io("recording the real opencode server"))?;
-            }
+            // The OpenCode server starts when first called: its process is recorded then.
+            let root = mocks.root.path().to_path_buf();
+            scenario
+                .on_opencode_start(crate::real::opencode::PidSink::new(move |pid| {
+                    live(|l| l.pids.push(pid));
+                    if let Err(e) = crate::leftovers::record_process(&root, pid) {
+                        tracing::warn!("recording the real opencode server {pid}: {e}");
+                    }
+                }))
+                .await;
             mocks.real = Some(scenario);
             return Ok(mocks);
         }
@@ -819,18 +824,14 @@ impl MockRuntimes {
         let Some(real) = self.real.as_mut() else {
             return Ok(());
         };
-        let old = real.opencode_pid();
+        let old = real.opencode_pid().await;
+        // The new server is recorded when it starts (see `start`).
         real.start_opencode(snapshot)
             .await
             .map_err(|e| MockError::Real(e.to_string()))?;
-        let new = real.opencode_pid();
-        live(|l| {
-            l.pids.retain(|p| Some(*p) != old);
-            l.pids.extend(new);
-        });
-        if let Some(pid) = new {
-            crate::leftovers::record_process(self.root.path(), pid)
-                .map_err(io("recording the real opencode server"))?;
+        if let Some(old) = old {
+            live(|l| l.pids.retain(|p| *p != old));
+            crate::leftovers::forget_process(self.root.path(), old);
         }
         Ok(())
     }

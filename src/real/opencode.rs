@@ -1,10 +1,12 @@
-//! OpenCode under `--runtimes real`: a real server started for the scenario against the fake
-//! Chat Completions API ([`Server`]), the seeding and read-back of its sessions, and the
-//! journaling HTTP proxy the implementation reaches it through ([`JournalingProxy`]), which
-//! journals every call as the mock server journals it.
+//! OpenCode under `--runtimes real`: a real server against the fake Chat Completions API
+//! ([`Server`]), started for a scenario when something first calls it ([`LazyServer`]), the
+//! seeding and read-back of its sessions, and the journaling HTTP proxy the implementation
+//! reaches it through ([`JournalingProxy`]), which journals every call as the mock server
+//! journals it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -64,6 +66,12 @@ pub struct Server {
     stdin: Option<tokio::process::ChildStdin>,
     /// Whether it runs on a second host.
     remote: bool,
+    endpoint: Endpoint,
+}
+
+/// Where a running server answers, and the client that calls it (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
     base_url: String,
     http: reqwest::Client,
 }
@@ -197,19 +205,55 @@ impl Server {
             child,
             stdin,
             remote: host.is_remote(),
-            base_url,
-            http,
+            endpoint: Endpoint { base_url, http },
         })
     }
 
     /// The server's base URL.
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        &self.endpoint.base_url
+    }
+
+    /// Where the server answers.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// One call straight to the server (not journaled); the parsed body of a 2xx answer.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, RealError> {
+        self.endpoint.call(method, path, body).await
+    }
+
+    /// Stops the server, and waits until it ended.
+    pub async fn stop(mut self) {
+        // On a second host, closing its stdin stops it there; here it ends with the kill.
+        if self.remote {
+            drop(self.stdin.take());
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
+}
+
+impl Endpoint {
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
     }
 
     /// One call straight to the server (not journaled); the parsed body of a 2xx answer.
@@ -235,27 +279,147 @@ impl Server {
         }
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
+}
 
-    /// Stops the server, and waits until it ended.
-    pub async fn stop(mut self) {
-        // On a second host, closing its stdin stops it there; here it ends with the kill.
-        if self.remote {
-            drop(self.stdin.take());
-            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-                .await
-                .is_ok()
-            {
-                return;
+/// Called with the process id of every server a [`LazyServer`] starts.
+#[derive(Clone)]
+pub struct PidSink(Arc<dyn Fn(u32) + Send + Sync>);
+
+impl PidSink {
+    /// A sink calling `f`.
+    pub fn new(f: impl Fn(u32) + Send + Sync + 'static) -> PidSink {
+        PidSink(Arc::new(f))
+    }
+
+    fn tell(&self, pid: u32) {
+        (self.0)(pid)
+    }
+}
+
+impl std::fmt::Debug for PidSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PidSink")
+    }
+}
+
+/// A scenario's real OpenCode server, started when something first calls it: the
+/// implementation through the [`JournalingProxy`], or the harness seeding or reading a session.
+///
+/// A scenario whose fixture has OpenCode agents gets a server, but many never call it (every
+/// scenario whose rewind is refused before a runtime is reached): starting one costs about two
+/// CPU-seconds, most of such a scenario's cost. Whoever calls first waits for the start; a start
+/// that fails (after [`Server::start_on`]'s own retries) fails every later call with the same
+/// reason.
+pub struct LazyServer {
+    host: super::host::RuntimeHost,
+    home: OpenCodeHome,
+    state: tokio::sync::Mutex<Lazy>,
+    on_start: std::sync::Mutex<Option<PidSink>>,
+}
+
+enum Lazy {
+    NotStarted,
+    Running(Box<Server>),
+    Failed(String),
+    Stopped,
+}
+
+impl std::fmt::Debug for LazyServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyServer")
+            .field("host", &self.host)
+            .field("home", &self.home)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyServer {
+    /// A server of `home` on `host`, not started yet.
+    pub fn new(host: super::host::RuntimeHost, home: OpenCodeHome) -> Arc<LazyServer> {
+        Arc::new(LazyServer {
+            host,
+            home,
+            state: tokio::sync::Mutex::new(Lazy::NotStarted),
+            on_start: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Calls `sink` with the process id of the server this starts (and of the one running now,
+    /// if any).
+    pub async fn on_start(&self, sink: PidSink) {
+        let state = self.state.lock().await;
+        if let Lazy::Running(server) = &*state {
+            if let Some(pid) = server.pid() {
+                sink.tell(pid);
             }
         }
-        let _ = self.child.kill().await;
+        *self.on_start.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    /// Where the server answers, starting it first when it has not started yet.
+    pub async fn endpoint(&self) -> Result<Endpoint, RealError> {
+        let mut state = self.state.lock().await;
+        match &*state {
+            Lazy::Running(server) => return Ok(server.endpoint.clone()),
+            Lazy::Failed(reason) => return Err(failure(reason.clone())),
+            Lazy::Stopped => return Err(failure("the scenario's server was stopped")),
+            Lazy::NotStarted => {}
+        }
+        let home = &self.home;
+        match Server::start_on(&self.host, &home.program, &home.env, &home.cwd).await {
+            Ok(server) => {
+                let sink = self
+                    .on_start
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                if let (Some(sink), Some(pid)) = (sink, server.pid()) {
+                    sink.tell(pid);
+                }
+                let endpoint = server.endpoint.clone();
+                *state = Lazy::Running(Box::new(server));
+                Ok(endpoint)
+            }
+            Err(e) => {
+                *state = Lazy::Failed(format!("starting the server: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// The running server's process id; `None` before it started or after it stopped.
+    pub async fn pid(&self) -> Option<u32> {
+        match &*self.state.lock().await {
+            Lazy::Running(server) => server.pid(),
+            _ => None,
+        }
+    }
+
+    /// Kills the server now if it runs and no call is starting it (for `Drop`, which cannot
+    /// wait); nothing starts it again.
+    pub fn kill_now(&self) {
+        if let Ok(mut state) = self.state.try_lock() {
+            // Dropping a running server kills it.
+            drop(std::mem::replace(&mut *state, Lazy::Stopped));
+        }
+    }
+
+    /// Stops the server if it runs, and waits until it ended; nothing starts it again.
+    pub async fn stop(&self) {
+        let state = std::mem::replace(&mut *self.state.lock().await, Lazy::Stopped);
+        if let Lazy::Running(server) = state {
+            (*server).stop().await;
+        }
     }
 }
 
 /// Creates a session and prompts it with `turns`, the fake model answering each with its
 /// scripted output. Returns the session id and its message ids, a user and an assistant one per
 /// turn, in order.
-pub async fn seed_session(server: &Server, turns: &[SeedTurn]) -> Result<SeededSession, RealError> {
+pub async fn seed_session(
+    server: &Endpoint,
+    turns: &[SeedTurn],
+) -> Result<SeededSession, RealError> {
     let created = server.call("POST", "/session", Some(json!({}))).await?;
     let session = created
         .get("id")
@@ -286,7 +450,10 @@ pub async fn seed_session(server: &Server, turns: &[SeedTurn]) -> Result<SeededS
 }
 
 /// The message ids and roles of `session`, in order.
-async fn messages(server: &Server, session: &str) -> Result<(Vec<String>, Vec<String>), RealError> {
+async fn messages(
+    server: &Endpoint,
+    session: &str,
+) -> Result<(Vec<String>, Vec<String>), RealError> {
     let listed = server
         .call("GET", &format!("/session/{session}/message"), None)
         .await?;
@@ -307,7 +474,7 @@ async fn messages(server: &Server, session: &str) -> Result<(Vec<String>, Vec<St
 /// What `session` holds now: its message ids in order and the message a pending revert points
 /// at; `None` when the server does not know the session.
 pub async fn view(
-    server: &Server,
+    server: &Endpoint,
     session: &str,
 ) -> Result<Option<(Vec<String>, Option<String>)>, RealError> {
     let Ok(info) = server
@@ -340,7 +507,8 @@ fn template(method: &str, path: &str) -> (String, Option<String>) {
 
 #[derive(Clone)]
 struct Proxy {
-    upstream: String,
+    /// The server every call is forwarded to, started by the first call that needs it.
+    upstream: Arc<LazyServer>,
     journal: Journal,
     /// The fault plan the harness plants for this runtime.
     faults: PathBuf,
@@ -379,12 +547,12 @@ impl Drop for JournalingProxy {
 }
 
 impl JournalingProxy {
-    /// Listens on a free loopback port, forwarding to `upstream` and journaling into the journal
-    /// of the OpenCode home `home`.
+    /// Listens on a free loopback port, forwarding to `upstream` (started by the first call
+    /// forwarded) and journaling into the journal of the OpenCode home `home`.
     /// With `witness`, every prompt (`POST /session/{id}/message`) is announced to the delivery
     /// witness before the server sees it, as the mock server announces it.
     pub async fn start(
-        upstream: &str,
+        upstream: Arc<LazyServer>,
         home: &Path,
         witness: Option<String>,
     ) -> Result<JournalingProxy, RealError> {
@@ -395,7 +563,7 @@ impl JournalingProxy {
             .local_addr()
             .map_err(super::io("binding the opencode proxy"))?;
         let state = Proxy {
-            upstream: upstream.trim_end_matches('/').to_owned(),
+            upstream,
             journal: Journal::new(rewind_mock_runtimes::journal_path(home)),
             faults: rewind_mock_runtimes::faults_path(home),
             witness,
@@ -422,9 +590,12 @@ impl JournalingProxy {
 /// The messages of `session` a prompt arriving now continues from: every message, less those a
 /// pending revert is about to clean up (the reverted one and everything after it).
 async fn live_messages(proxy: &Proxy, session: &str) -> Vec<String> {
+    let Ok(server) = proxy.upstream.endpoint().await else {
+        return Vec::new();
+    };
     let get = |path: String| {
         let http = proxy.http.clone();
-        let url = format!("{}{path}", proxy.upstream);
+        let url = format!("{}{path}", server.base_url());
         async move {
             let answer = http.get(url).send().await.ok()?;
             answer.json::<Value>().await.ok()
@@ -550,9 +721,23 @@ async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
             }
         }
     }
+    let server = match proxy.upstream.endpoint().await {
+        Ok(server) => server,
+        Err(e) => {
+            entry.outcome = "error".to_owned();
+            entry.detail = Some(format!("the harness could not start the real server: {e}"));
+            proxy.journal.record(&entry);
+            return Response::builder()
+                .status(502)
+                .body(Body::from(format!(
+                    "the harness could not start the real opencode server: {e}"
+                )))
+                .unwrap_or_else(|_| Response::new(Body::empty()));
+        }
+    };
     let url = format!(
         "{}{}",
-        proxy.upstream,
+        server.base_url(),
         uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
     );
     let mut upstream = proxy.http.request(method, url).body(body);
@@ -612,6 +797,89 @@ pub struct OpenCodeHome {
 #[cfg(test)]
 mod tests {
     use super::template;
+    use super::{JournalingProxy, LazyServer, OpenCodeHome, PidSink};
+    use crate::real::host::RuntimeHost;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+
+    /// A stand-in for `opencode serve`: appends a line to `$MARK` each time it starts, then
+    /// says where it listens (`listens`) or ends at once.
+    fn stand_in(dir: &Path, listens: bool) -> OpenCodeHome {
+        let program = dir.join("opencode");
+        let body = if listens {
+            "echo \"opencode server listening on http://127.0.0.1:$3\"\nexec sleep 600\n"
+        } else {
+            "exit 3\n"
+        };
+        std::fs::write(
+            &program,
+            format!("#!/bin/sh\necho started >> \"$MARK\"\n{body}"),
+        )
+        .expect("stand-in written");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+            .expect("stand-in executable");
+        OpenCodeHome {
+            program,
+            env: vec![("MARK".to_owned(), dir.join("starts").display().to_string())],
+            cwd: dir.to_path_buf(),
+        }
+    }
+
+    fn starts(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("starts"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn the_server_starts_at_the_first_call_once_and_not_again_after_it_stopped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = LazyServer::new(RuntimeHost::Local, stand_in(dir.path(), true));
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&told);
+        server
+            .on_start(PidSink::new(move |pid| sink.lock().unwrap().push(pid)))
+            .await;
+        let proxy = JournalingProxy::start(Arc::clone(&server), dir.path(), None)
+            .await
+            .expect("proxy listens");
+        assert!(proxy.url().starts_with("http://127.0.0.1:"));
+        assert_eq!(starts(dir.path()), 0, "started before anything called it");
+        assert_eq!(server.pid().await, None);
+
+        let (first, second) = tokio::join!(server.endpoint(), server.endpoint());
+        let (first, second) = (first.expect("started"), second.expect("started"));
+        assert_eq!(first.base_url(), second.base_url());
+        assert_eq!(starts(dir.path()), 1, "two calls at once start one server");
+        let pid = server.pid().await.expect("a running server has a pid");
+        assert_eq!(*told.lock().unwrap(), vec![pid]);
+
+        server.stop().await;
+        assert_eq!(server.pid().await, None);
+        let after = server
+            .endpoint()
+            .await
+            .expect_err("a stopped server is not started again");
+        assert!(after.to_string().contains("stopped"), "{after}");
+        assert_eq!(starts(dir.path()), 1);
+    }
+
+    #[tokio::test]
+    async fn a_start_that_failed_fails_every_later_call_without_starting_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = LazyServer::new(RuntimeHost::Local, stand_in(dir.path(), false));
+        let first = server
+            .endpoint()
+            .await
+            .expect_err("the stand-in never listens");
+        let tries = starts(dir.path());
+        assert!(tries >= 1, "the server was not started");
+        let again = server.endpoint().await.expect_err("still failed");
+        assert_eq!(starts(dir.path()), tries, "a failed start was tried again");
+        assert!(again.to_string().contains("starting the server"), "{again}");
+        assert!(!first.to_string().is_empty());
+    }
 
     #[test]
     fn calls_are_journaled_under_the_mock_servers_route_templates() {

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::claude::ClaudeHome;
 use super::codex::CodexHome;
 use super::fake_model::{Api, FakeModel};
 use super::host::RuntimeHost;
 use super::install::Release;
-use super::opencode::{JournalingProxy, OpenCodeHome, Server};
+use super::opencode::{JournalingProxy, LazyServer, OpenCodeHome, PidSink};
 use super::{RealError, SeedTurn, PROXY_TARGET_ENV};
 
 /// The real programs of a run, one release per runtime, installed before the first scenario.
@@ -121,7 +122,9 @@ pub struct RealScenario {
     programs: RealPrograms,
     codex: CodexHome,
     claude: ClaudeHome,
-    opencode: Option<(Server, JournalingProxy)>,
+    opencode: Option<(Arc<LazyServer>, JournalingProxy)>,
+    /// Told the process id of every OpenCode server started for the scenario.
+    opencode_pids: Option<PidSink>,
     /// The live codex app-server, once a scenario keeps one running.
     live_codex: Option<super::live_codex::LiveCodex>,
     /// Fixture id → real id, for every seeded session and entry.
@@ -140,7 +143,10 @@ pub struct RealScenario {
 impl Drop for RealScenario {
     fn drop(&mut self) {
         // The servers first, so that nothing writes while their state is removed.
-        drop(self.opencode.take());
+        if let Some((server, proxy)) = self.opencode.take() {
+            drop(proxy);
+            server.kill_now();
+        }
         drop(self.live_codex.take());
         self.programs.host.forget_dir(&self.layout.root);
     }
@@ -298,6 +304,7 @@ impl RealScenario {
             codex,
             claude,
             opencode: None,
+            opencode_pids: None,
             live_codex: None,
             to_real: BTreeMap::new(),
             to_fixture: BTreeMap::new(),
@@ -344,7 +351,8 @@ impl RealScenario {
         Ok(scenario)
     }
 
-    /// (Re)starts the OpenCode server, with file snapshots on or off, behind a new proxy.
+    /// (Re)starts the OpenCode server, with file snapshots on or off, behind a new proxy: the
+    /// proxy listens now, the server starts when first called ([`LazyServer`]).
     pub async fn start_opencode(&mut self, snapshot: bool) -> Result<(), RealError> {
         let layout = self.layout.clone();
         self.stop_opencode().await;
@@ -367,9 +375,12 @@ impl RealScenario {
                 .collect(),
             cwd: layout.opencode_cwd.clone(),
         };
-        let server = Server::start_on(&host, &home.program, &home.env, &home.cwd).await?;
+        let server = LazyServer::new(host, home);
+        if let Some(sink) = &self.opencode_pids {
+            server.on_start(sink.clone()).await;
+        }
         let proxy = JournalingProxy::start(
-            server.base_url(),
+            Arc::clone(&server),
             &layout.xdg_data.join("opencode"),
             self.witness.clone(),
         )
@@ -416,9 +427,21 @@ impl RealScenario {
         self.layout.root.join("codex-live.sock")
     }
 
-    /// The real OpenCode server's process id.
-    pub fn opencode_pid(&self) -> Option<u32> {
-        self.opencode.as_ref().and_then(|(s, _)| s.pid())
+    /// The real OpenCode server's process id, while one runs (it starts when first called).
+    pub async fn opencode_pid(&self) -> Option<u32> {
+        match &self.opencode {
+            Some((server, _)) => server.pid().await,
+            None => None,
+        }
+    }
+
+    /// Calls `sink` with the process id of every OpenCode server started for the scenario from
+    /// now on, and of the one running now.
+    pub async fn on_opencode_start(&mut self, sink: PidSink) {
+        if let Some((server, _)) = &self.opencode {
+            server.on_start(sink.clone()).await;
+        }
+        self.opencode_pids = Some(sink);
     }
 
     /// Seeds `sessions` through the real runtimes and records the ids they chose. The three
@@ -466,7 +489,7 @@ impl RealScenario {
                 let (server, _) = self.opencode.as_ref().ok_or_else(|| {
                     RealError::runtime("opencode", "no server was started for the sessions")
                 })?;
-                super::opencode::seed_session(server, &seed.turns).await?
+                super::opencode::seed_session(&server.endpoint().await?, &seed.turns).await?
             }
         })
     }
@@ -602,8 +625,9 @@ impl RealScenario {
     ) -> Result<Option<(Vec<String>, Option<String>)>, RealError> {
         match &self.opencode {
             Some((server, _)) => {
+                let server = server.endpoint().await?;
                 let what = format!("reading opencode session {session} back");
-                bounded(READ_LIMIT, &what, super::opencode::view(server, session)).await
+                bounded(READ_LIMIT, &what, super::opencode::view(&server, session)).await
             }
             None => Ok(None),
         }
