@@ -352,7 +352,8 @@ impl RealScenario {
     }
 
     /// (Re)starts the OpenCode server, with file snapshots on or off, behind a new proxy: the
-    /// proxy listens now, the server starts when first called ([`LazyServer`]).
+    /// proxy listens now, the server starts when first called ([`LazyServer`]), or now on a
+    /// second host.
     pub async fn start_opencode(&mut self, snapshot: bool) -> Result<(), RealError> {
         let layout = self.layout.clone();
         self.stop_opencode().await;
@@ -375,9 +376,16 @@ impl RealScenario {
                 .collect(),
             cwd: layout.opencode_cwd.clone(),
         };
+        let remote = host.is_remote();
         let server = LazyServer::new(host, home);
         if let Some(sink) = &self.opencode_pids {
             server.on_start(sink.clone()).await;
+        }
+        // On a second host a start goes through the container engine and takes seconds more:
+        // one that waited for the first call would spend them inside the implementation's call
+        // (a delivery's request limit is 30 s), so there the server starts now.
+        if remote {
+            server.endpoint().await?;
         }
         let proxy = JournalingProxy::start(
             Arc::clone(&server),
