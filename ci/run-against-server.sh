@@ -22,6 +22,10 @@ mkdir -p "$out"
 harness=target/debug/rewind-conformance
 [ -x "$harness" ] || cargo build --bin rewind-conformance
 
+# Made empty first: the server's shell opens them only once it runs, and the loop below may read
+# before that (a busy machine has shown it).
+: >"$out/$name.out"
+: >"$out/$name.log"
 "$@" >"$out/$name.out" 2>"$out/$name.log" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
