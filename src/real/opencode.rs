@@ -209,12 +209,7 @@ impl Server {
         })
     }
 
-    /// The server's base URL.
-    pub fn base_url(&self) -> &str {
-        &self.endpoint.base_url
-    }
-
-    /// Where the server answers.
+    /// Where the server answers, and how to call it.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -222,16 +217,6 @@ impl Server {
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
-    }
-
-    /// One call straight to the server (not journaled); the parsed body of a 2xx answer.
-    pub async fn call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Value, RealError> {
-        self.endpoint.call(method, path, body).await
     }
 
     /// Stops the server, and waits until it ended.
