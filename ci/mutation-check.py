@@ -110,7 +110,7 @@ MUTATIONS = [
        'DELETE FROM scope_message_search_docs d USING suffix WHERE false AND d.message_id')],
      "@rule:apply.scrub-search-docs"),
     ("sources-cited-side-kept", SCRUB,
-     [(' OR o.source_message_id = s.id"', '"')],
+     [('WHERE o.source_message_id = s.id \\', 'WHERE false AND o.source_message_id = s.id \\')],
      "@rule:apply.scrub-sources"),
     ("attachments-over-deleted", SCRUB,
      [("WHERE f.owner_kind = 'message' AND f.message_id = suffix.id",

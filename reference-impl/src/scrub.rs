@@ -36,7 +36,7 @@ pub async fn scrub_suffix_facts(
     boundary: &SuffixBoundary,
     variant: Variant,
 ) -> Result<(), RewindError> {
-    let parts: [(&str, String); 12] = [
+    let parts: [(&str, String); 13] = [
         // Delivery facts: unconsumed activity and unfinished fanout are suppressed; consumed
         // and delivered rows stay as history (read paths never resurrect from them).
         (
@@ -66,11 +66,15 @@ pub async fn scrub_suffix_facts(
         ("pins", "DELETE FROM scope_message_pins p USING suffix WHERE p.message_id = suffix.id".into()),
         ("notices", "DELETE FROM scope_message_top_notices n USING suffix WHERE n.message_id = suffix.id".into()),
         ("docs", "DELETE FROM scope_message_search_docs d USING suffix WHERE d.message_id = suffix.id".into()),
-        // A source row goes with either end: the citing message or the cited one.
+        // A source row goes with either end: the citing message or the cited one. Each end
+        // is its own join (an index probe or a hash join per end), not an `OR` join condition,
+        // which only a nested loop over the suffix can evaluate; a row that both ends select is
+        // deleted by the first.
+        ("sources", "DELETE FROM scope_message_sources o USING suffix s WHERE o.message_id = s.id".into()),
         (
-            "sources",
-            "DELETE FROM scope_message_sources o USING suffix s \
-             WHERE o.message_id = s.id OR o.source_message_id = s.id"
+            "cited_sources",
+            "DELETE FROM scope_message_sources o USING suffix s WHERE o.source_message_id = s.id \
+             AND NOT EXISTS (SELECT FROM suffix c WHERE c.id = o.message_id)"
                 .into(),
         ),
         (

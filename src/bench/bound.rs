@@ -38,11 +38,12 @@ WITH target AS (
   DELETE FROM scope_message_top_notices n USING suffix WHERE n.message_id = suffix.id
 ), docs AS (
   DELETE FROM scope_message_search_docs d USING suffix WHERE d.message_id = suffix.id
-), sources AS (
-  DELETE FROM scope_message_sources o WHERE o.id IN (
-    SELECT o1.id FROM scope_message_sources o1 JOIN suffix ON o1.message_id = suffix.id
-    UNION
-    SELECT o2.id FROM scope_message_sources o2 JOIN suffix ON o2.source_message_id = suffix.id)
+), citing_sources AS (
+  DELETE FROM scope_message_sources o USING suffix WHERE o.message_id = suffix.id
+), cited_sources AS (
+  DELETE FROM scope_message_sources o USING suffix
+  WHERE o.source_message_id = suffix.id
+    AND NOT EXISTS (SELECT FROM suffix citing WHERE citing.id = o.message_id)
 ), files AS (
   DELETE FROM attachments f USING suffix
   WHERE f.message_id = suffix.id AND f.owner_kind = 'message'
