@@ -83,6 +83,7 @@ pub async fn validate_related_agents(
         .collect();
 
     let mut targets = Vec::new();
+    let mut since = Vec::new();
     for agent in agents {
         if agent.agent_deleted || agent.machine_deleted {
             return Err(RewindError::refused(SpecError::AgentUnavailable));
@@ -98,24 +99,7 @@ pub async fn validate_related_agents(
             }
             None => continue,
         };
-        let elsewhere: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM scope_messages m \
-                            WHERE m.author_agent_id = $1 AND m.global_seq > $2 \
-                              AND NOT m.scope_id = ANY($3)) \
-                 OR EXISTS (SELECT 1 FROM scope_fanout_outbox o JOIN scope_messages m ON m.id = o.message_id \
-                            WHERE o.recipient_kind = 'agent' AND o.recipient_id = $1 \
-                              AND o.status IN ('leased', 'delivered') \
-                              AND m.global_seq > $2 AND NOT m.scope_id = ANY($3))",
-        )
-        .bind(&agent.id)
-        .bind(point.global_seq)
-        .bind(&scopes)
-        .fetch_one(&mut *conn)
-        .await
-        .db("checking activity outside the rewound scopes")?;
-        if elsewhere {
-            return Err(RewindError::refused(SpecError::AgentCrossScopeActivity));
-        }
+        since.push(point.global_seq);
         targets.push(RestoreTarget {
             agent_id: agent.id,
             runtime: agent.runtime,
@@ -124,5 +108,33 @@ pub async fn validate_related_agents(
             recovery_ref: point.recovery_ref,
         });
     }
+    // Step 4, for every agent at once, after step 3 passed for all of them: nothing outside
+    // the rewound scopes after its first touch.
+    if targets.is_empty() {
+        return Ok(targets);
+    }
+    let agents: Vec<&str> = targets.iter().map(|t| t.agent_id.as_str()).collect();
+    let elsewhere: bool = sqlx::query_scalar(ACTIVITY_ELSEWHERE_SQL)
+        .bind(&agents)
+        .bind(&since)
+        .bind(&scopes)
+        .fetch_one(&mut *conn)
+        .await
+        .db("checking activity outside the rewound scopes")?;
+    if elsewhere {
+        return Err(RewindError::refused(SpecError::AgentCrossScopeActivity));
+    }
     Ok(targets)
 }
+
+/// Whether any agent `$1[i]` wrote a message, or took a delivery (`leased` or `delivered`), in a
+/// scope outside `$3` after global seq `$2[i]` (its first touch of the suffix).
+const ACTIVITY_ELSEWHERE_SQL: &str = "SELECT EXISTS ( \
+       SELECT FROM unnest($1::text[], $2::bigint[]) AS a(agent_id, since) \
+       WHERE EXISTS (SELECT FROM scope_messages m \
+                     WHERE m.author_agent_id = a.agent_id AND m.global_seq > a.since \
+                       AND NOT m.scope_id = ANY($3)) \
+          OR EXISTS (SELECT FROM scope_fanout_outbox o JOIN scope_messages m ON m.id = o.message_id \
+                     WHERE o.recipient_kind = 'agent' AND o.recipient_id = a.agent_id \
+                       AND o.status IN ('leased', 'delivered') \
+                       AND m.global_seq > a.since AND NOT m.scope_id = ANY($3)))";
