@@ -23,7 +23,8 @@ use crate::postgres::{PostgresChoice, PostgresServer, TemplateDatabase};
 pub struct BenchOptions {
     /// Suffix lengths.
     pub sizes: Vec<i64>,
-    /// Timed iterations per measurement (after one untimed warm-up); the median is reported.
+    /// Timed iterations per measurement (after untimed warm-up runs, see [`WARM_UP_RUNS`]); the
+    /// median is reported.
     pub iterations: u32,
     /// Also measure inside a workspace of `workspace_scopes` other scopes.
     pub workspace: bool,
@@ -241,24 +242,46 @@ async fn measure_all(
     })
 }
 
-/// One warm-up, then `iterations` timed runs of the reference and of the bound, alternating.
+/// Untimed warm-up runs (reference and bound) before the timed ones: until the connection's
+/// statements reach the plans a long-lived connection uses, or the time runs out.
+///
+/// PostgreSQL plans a prepared statement's first five executions for their parameters and only
+/// then settles on a plan it keeps (often a generic one, planned once), so a connection that
+/// has served five rewinds plans less per rewind than a new one: at N = 100, where planning is
+/// a large part of the time, the first executions would measure a connection's start rather
+/// than a rewind. Above [`WARM_UP_TIME`], where a rewind is long and planning negligible, one
+/// warm-up run is enough.
+const WARM_UP_RUNS: u32 = 5;
+/// See [`WARM_UP_RUNS`].
+const WARM_UP_TIME: Duration = Duration::from_secs(2);
+
+/// Warm-up runs ([`WARM_UP_RUNS`]), then `iterations` timed runs of the reference and of the
+/// bound, alternating.
 async fn measure(conn: &mut PgConnection, n: i64, iterations: u32) -> Result<Timing, BoxError> {
     let (scope, target) = target_of(n);
+    let warming = Instant::now();
+    for run in 1..=WARM_UP_RUNS {
+        reference_once(conn, &scope, &target, n, false).await?;
+        vacuum(conn).await?;
+        bound_once(conn, &scope, &target, n, false).await?;
+        vacuum(conn).await?;
+        if warming.elapsed() >= WARM_UP_TIME && run < WARM_UP_RUNS {
+            break;
+        }
+    }
     let mut plans = Vec::new();
     let mut applies = Vec::new();
     let mut totals = Vec::new();
     let mut bounds = Vec::new();
-    for i in 0..=iterations {
+    for _ in 0..iterations {
         let (p, a) = reference_once(conn, &scope, &target, n, false).await?;
         vacuum(conn).await?;
         let b = bound_once(conn, &scope, &target, n, false).await?;
         vacuum(conn).await?;
-        if i > 0 {
-            plans.push(p);
-            applies.push(a);
-            totals.push(p + a);
-            bounds.push(b);
-        }
+        plans.push(p);
+        applies.push(a);
+        totals.push(p + a);
+        bounds.push(b);
     }
     Ok(Timing {
         plan: median(plans),
@@ -445,9 +468,11 @@ pub fn markdown(report: &Report) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "- Iterations: {} timed (median) after one warm-up; data generation {:.1} s, whole run \
-         {:.1} s\n",
+        "- Iterations: {} timed (median) after {} warm-up runs, or as many as {} s allow (at least \
+         one); data generation {:.1} s, whole run {:.1} s\n",
         o.iterations,
+        WARM_UP_RUNS,
+        WARM_UP_TIME.as_secs(),
         report.setup.as_secs_f64(),
         report.wall.as_secs_f64()
     ));

@@ -164,7 +164,8 @@ struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "100,1000,10000,100000",
           value_parser = clap::value_parser!(i64).range(1..=10_000_000))]
     sizes: Vec<i64>,
-    /// Timed iterations per measurement (after one warm-up); the median is shown.
+    /// Timed iterations per measurement (after up to five untimed warm-up runs); the median is
+    /// shown.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     iterations: u32,
     /// Skip the case of the same scopes inside a workspace of many other scopes.
