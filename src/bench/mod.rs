@@ -260,12 +260,9 @@ const WARM_UP_TIME: Duration = Duration::from_secs(2);
 async fn measure(conn: &mut PgConnection, n: i64, iterations: u32) -> Result<Timing, BoxError> {
     let (scope, target) = target_of(n);
     let warming = Instant::now();
-    for run in 1..=WARM_UP_RUNS {
-        reference_once(conn, &scope, &target, n, false).await?;
-        vacuum(conn).await?;
-        bound_once(conn, &scope, &target, n, false).await?;
-        vacuum(conn).await?;
-        if warming.elapsed() >= WARM_UP_TIME && run < WARM_UP_RUNS {
+    for _ in 0..WARM_UP_RUNS {
+        alternate(conn, &scope, &target, n).await?;
+        if warming.elapsed() >= WARM_UP_TIME {
             break;
         }
     }
@@ -274,10 +271,7 @@ async fn measure(conn: &mut PgConnection, n: i64, iterations: u32) -> Result<Tim
     let mut totals = Vec::new();
     let mut bounds = Vec::new();
     for _ in 0..iterations {
-        let (p, a) = reference_once(conn, &scope, &target, n, false).await?;
-        vacuum(conn).await?;
-        let b = bound_once(conn, &scope, &target, n, false).await?;
-        vacuum(conn).await?;
+        let ((p, a), b) = alternate(conn, &scope, &target, n).await?;
         plans.push(p);
         applies.push(a);
         totals.push(p + a);
@@ -289,6 +283,21 @@ async fn measure(conn: &mut PgConnection, n: i64, iterations: u32) -> Result<Tim
         total: median(totals),
         bound: median(bounds),
     })
+}
+
+/// One rolled-back rewind by the reference, then one by the bound, each followed by a vacuum:
+/// ((plan, apply), bound).
+async fn alternate(
+    conn: &mut PgConnection,
+    scope: &str,
+    target: &str,
+    n: i64,
+) -> Result<((Duration, Duration), Duration), BoxError> {
+    let reference = reference_once(conn, scope, target, n, false).await?;
+    vacuum(conn).await?;
+    let bound = bound_once(conn, scope, target, n, false).await?;
+    vacuum(conn).await?;
+    Ok((reference, bound))
 }
 
 async fn vacuum(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
