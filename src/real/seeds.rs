@@ -350,6 +350,19 @@ mod tests {
             .env("HOME", root.join("home"))
             .spawn()
             .unwrap();
+        // `spawn` may return while the child is still inside `execve`, before its new
+        // environment can be read from `/proc`: wait until it can.
+        let variable = home_variable(&root);
+        let environ = format!("/proc/{}/environ", child.id());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !std::fs::read(&environ)
+            .unwrap_or_default()
+            .split(|b| *b == 0)
+            .any(|v| v == variable.as_bytes())
+        {
+            assert!(std::time::Instant::now() < deadline, "the child never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let kept = cache.keep_within(&lease, "fixture", seeded("s"), Duration::from_millis(300));
         assert!(!kept.await.unwrap(), "no copy while a runtime process runs");
         drop(lease);
